@@ -1,0 +1,139 @@
+"""How fast is llm_runs' hf sampler, and where does a GRPO step spend its time?
+
+1. Tokens/s of ``HFSampler.generate`` against a raw ``model.generate`` call on the same batch
+   (same prompts, same seed, same temperature): the sampler adds chunking, per-token log-prob
+   recording and bookkeeping, and should keep >= 90% of raw throughput.
+2. Seconds per GRPO step split into sampling, scoring and training, from a few real steps of
+   ``llm_runs.train`` on seeded arithmetic problems.
+
+    python benchmarks/bench_llm_sampler.py                       # SmolLM2-135M-Instruct, CPU
+    python benchmarks/bench_llm_sampler.py --model /path/to/hf-model --batch 64 --steps 3
+
+Prints one JSON object (and writes it to --json if given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llm_runs import models  # noqa: E402
+from llm_runs.data import build_prompt  # noqa: E402
+from llm_runs.make_arith import make_problems  # noqa: E402
+from llm_runs.samplers import HFSampler, cut_at_eos  # noqa: E402
+
+
+def bench_sampler(model_path: str, prompts_n: int, n: int, max_new_tokens: int, temperature: float,
+                  repeats: int) -> dict:
+    tok = models.load_tokenizer(model_path)
+    model = models.load_model(model_path).eval()
+    eos = models.eos_ids(tok, model)
+    problems = make_problems(prompts_n, seed=123)
+    prompts = [build_prompt(tok, p["problem"], "chat", "Put your final answer within \\boxed{}.") for p in problems]
+    batch = len(prompts) * n
+    sampler = HFSampler(model, tok, eos, batch_size=batch)
+
+    # raw generate on the identical left-padded batch
+    reqs = [p for p in prompts for _ in range(n)]
+    width = max(len(p) for p in reqs)
+    ids = torch.full((len(reqs), width), tok.pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(reqs):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+
+    def raw(seed: int) -> int:
+        from transformers import GenerationConfig
+
+        torch.manual_seed(seed)
+        gen = GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+                               max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=tok.pad_token_id)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)
+        return sum(cut_at_eos(row, set(eos))[0] for row in out[:, width:].tolist())
+
+    def ours(seed: int) -> int:
+        return sampler.generate(prompts, n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens,
+                                seed=seed).num_tokens
+
+    raw(0), ours(0)  # warm-up
+    res = {"raw": [], "hf_sampler": []}
+    for r in range(repeats):  # interleaved, so background load hits both alike
+        for name, fn in (("raw", raw), ("hf_sampler", ours)):
+            t = time.perf_counter()
+            tokens = fn(r + 1)
+            res[name].append((tokens, time.perf_counter() - t))
+    out = {}
+    for name, runs in res.items():
+        tokens, secs = sum(x for x, _ in runs), sum(s for _, s in runs)
+        out[name] = {"tokens": tokens, "seconds": round(secs, 2), "tokens_per_s": round(tokens / secs, 1)}
+    out["ratio"] = round(out["hf_sampler"]["tokens_per_s"] / out["raw"]["tokens_per_s"], 3)
+    out["same_tokens"] = out["raw"]["tokens"] == out["hf_sampler"]["tokens"]
+    out["batch"] = batch
+    out["max_new_tokens"] = max_new_tokens
+    return out
+
+
+def bench_steps(model_arg: str, b_p: int, n: int, max_new_tokens: int, steps: int, micro_batch: int) -> dict:
+    from llm_runs.config import RunConfig
+    from llm_runs.train import GRPOTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "arith.jsonl"
+        data.write_text("".join(json.dumps(p) + "\n" for p in make_problems(200, seed=0)))
+        cfg = RunConfig(model=model_arg, data=str(data), val_size=4, n=n, b_p=b_p, budget=b_p * n * steps,
+                        max_new_tokens=max_new_tokens, micro_batch_size=micro_batch, eval_points=0, eval_n=4,
+                        out=str(Path(tmp) / "run"), save_every=10**6)
+        trainer = GRPOTrainer(cfg, log=lambda s: None)
+        trainer.setup()
+        rows = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            m = trainer.train_step()
+            m["time/step_s"] = time.perf_counter() - t
+            rows.append(m)
+        trainer.close()
+    keys = ["time/step_s", "time/sample_s", "time/score_s", "time/train_s", "reward/mean", "response/len_mean"]
+    mean = {k.split("/")[1]: round(sum(r[k] for r in rows) / len(rows), 3) for k in keys}
+    return {"b_p": b_p, "n": n, "max_new_tokens": max_new_tokens, "micro_batch_size": micro_batch,
+            "steps": steps, "mean": mean, "per_step": [{k.split("/")[1]: round(r[k], 3) for k in keys} for r in rows]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--prompts", type=int, default=8, help="distinct prompts in the sampler batch")
+    p.add_argument("--n", type=int, default=8, help="samples per prompt (batch = prompts * n)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2, help="GRPO steps for the per-step split (0: skip)")
+    p.add_argument("--micro-batch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--json", help="also write the result here")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    path = models.resolve_model(args.model)
+    result = {"model": args.model, "torch_threads": torch.get_num_threads(),
+              "device": "cuda" if torch.cuda.is_available() else "cpu",
+              "sampler": bench_sampler(path, args.prompts, args.n, args.max_new_tokens, args.temperature, args.repeats)}
+    if args.steps:
+        result["step"] = bench_steps(args.model, args.prompts, args.n, args.max_new_tokens, args.steps,
+                                     args.micro_batch)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

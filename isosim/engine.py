@@ -1,0 +1,603 @@
+"""The simulator engine: count-based GRPO on bandit problems, many runs as one computation.
+
+A run trains a softmax policy over K responses per problem. Each step it takes the next ``b_p``
+problems of its own shuffled epoch order, draws ``n`` responses for each, scores them (1 if
+correct) and applies a GRPO update. All runs handed to :func:`simulate` that share a
+``SimConfig.batch_key`` advance together: their parameters carry a leading run axis, differing
+``n`` and ``b_p`` are padded and masked, and a run that has spent its budget leaves the batch.
+
+Where this departs from a per-rollout GRPO implementation (and why it is the same in law):
+
+* Rewards are 0/1 and a group's policy gradient depends on its draws only through how often
+  each response was drawn, so the engine draws the *counts* ``c ~ Multinomial(n, pi)`` and
+  uses ``sum_i A_i grad log pi(a_i) = sum_k c_k A_k e_k - (sum_i A_i) pi`` (gradient with
+  respect to the logits). A step's cost does not grow with ``n``.
+* Counts for ``n <= DIRECT_MAX`` come from ``n`` uniforms per problem (inverse CDF), above it
+  from numpy's multinomial; both are exact draws.
+* Every run owns its random streams (numpy ``Generator`` seeded from its ``seed``): problem
+  order, rollout draws, the extra draws of a decoupled baseline and sampled evaluations. A run's
+  result therefore does not depend on which other runs share its batch.
+* KL and entropy terms are exact expectations over the K responses (a real trainer estimates
+  them from sampled tokens, e.g. with the k3 estimator; the expectation is the same).
+* Evaluation is exact: avg@k = mean p, best@k = mean 1-(1-p)^k, worst@k = mean p^k, with
+  optional sampled estimates (``eval_samples``).
+* The loss is normalised by the number of rollouts in the (kept) groups, as in GRPO with
+  sequence-level averaging; there are no tokens, so there is no length normalisation question.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from isosim import records
+from isosim.config import SimConfig
+from isosim.errors import IsosimError
+from isosim.problems import Population, build, stack
+
+DIRECT_MAX = 64  # largest n sampled from uniforms (above it: numpy multinomial per run)
+CHUNK = 64  # steps of problem order and uniforms drawn per refill
+ADV_EPS = 1e-4  # GRPO's epsilon in (r - mean) / (std + eps)
+ADAM_EPS = 1e-8
+
+
+# ----------------------------------------------------------------------------------------
+# Per-run randomness
+# ----------------------------------------------------------------------------------------
+class RunStreams:
+    """A run's own random streams; draws come in chunks but the sequence does not depend on them."""
+
+    def __init__(self, cfg: SimConfig):
+        ss = np.random.SeedSequence([cfg.seed, 0x6_2B0])
+        order, draws, extra, big, evals = ss.spawn(5)
+        self.order = np.random.default_rng(order)
+        self.draws = np.random.default_rng(draws)
+        self.extra = np.random.default_rng(extra)
+        self.big = np.random.default_rng(big)
+        self.evals = np.random.default_rng(evals)
+        self.cfg = cfg
+        self._queue = np.empty(0, dtype=np.int64)
+
+    def problems(self, steps: int) -> np.ndarray:
+        """The next ``steps`` batches of problem indices, epoch by epoch, [steps, b_p]."""
+        need = steps * self.cfg.b_p
+        while self._queue.size < need:
+            self._queue = np.concatenate([self._queue, self.order.permutation(self.cfg.n_train)])
+        out, self._queue = self._queue[:need], self._queue[need:]
+        return out.reshape(steps, self.cfg.b_p)
+
+    def uniforms(self, steps: int) -> np.ndarray:
+        """Uniforms for the direct count sampler, [steps, b_p, n]."""
+        return self.draws.random((steps, self.cfg.b_p, self.cfg.n))
+
+
+# ----------------------------------------------------------------------------------------
+# Policies: logits of a batch of (run, problem) pairs from the runs' parameters
+# ----------------------------------------------------------------------------------------
+def init_params(cfgs: Sequence[SimConfig], pop: Population, device, dtype) -> dict[str, torch.Tensor]:
+    """Parameters with a leading run axis; every policy starts exactly at the base policy."""
+    R, D, kind = len(cfgs), pop.U.shape[-1], cfgs[0].policy
+    params = {}
+    if kind in ("linear", "mlp"):
+        params["theta"] = torch.zeros(R, D, device=device, dtype=dtype)
+    if kind == "tabular" or any(c.tabular > 0 for c in cfgs):
+        params["tab"] = torch.zeros(R, pop.n_train, pop.z0.shape[-1], device=device, dtype=dtype)
+    if kind == "mlp":
+        E, H = pop.emb.shape[-1], cfgs[0].hidden
+        gen = torch.Generator(device="cpu")
+        w1 = []
+        for c in cfgs:  # each run's own init, independent of the batch
+            gen.manual_seed(int(np.random.SeedSequence([c.seed, 0x3_1A1]).generate_state(1)[0]))
+            w1.append(torch.randn(E, H, generator=gen, dtype=torch.float64) / math.sqrt(E))
+        params["w1"] = torch.stack(w1).to(device=device, dtype=dtype)
+        params["b1"] = torch.zeros(R, H, device=device, dtype=dtype)
+        params["w2"] = torch.zeros(R, H, D, device=device, dtype=dtype)  # zero head: base policy at step 0
+    return params
+
+
+def feature_scale(cfgs: Sequence[SimConfig], pop: Population, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-run strength of each feature dimension [R, D] and of the tabular part [R]."""
+    D = pop.U.shape[-1]
+    dims = pop.dims
+    scale = torch.zeros(len(cfgs), D, dtype=dtype)
+    tab = torch.zeros(len(cfgs), dtype=dtype)
+    for r, c in enumerate(cfgs):
+        if c.policy == "tabular":
+            tab[r] = c.tabular if c.tabular > 0 else 1.0
+            continue
+        scale[r, dims["skill"]] = c.skill
+        scale[r, dims["typicality"]] = c.typicality
+        scale[r, dims["memorize"]] = c.memorize
+        tab[r] = c.tabular
+    return scale.to(device), tab.to(device)
+
+
+def logits(params, scale, tab_scale, pop: Population, pop_idx, idx, U=None, z0=None) -> torch.Tensor:
+    """Logits [R, B, K] for problems ``idx`` [R, B] of populations ``pop_idx`` [R].
+
+    ``U`` and ``z0`` may pass the already gathered ``pop.U[pop_idx, idx]`` [R, B, K, D] and
+    ``pop.z0[pop_idx, idx]`` [R, B, K].
+    """
+    rows = pop_idx[:, None]
+    z = pop.z0[rows, idx] if z0 is None else z0
+    if "theta" in params:
+        U = pop.U[rows, idx] if U is None else U
+        if "w2" in params:  # mlp: a problem-dependent direction h(e_p) in feature space
+            e = pop.emb[rows, idx]  # [R, B, E]
+            hid = torch.tanh(torch.einsum("rbe,reh->rbh", e, params["w1"]) + params["b1"][:, None, :])
+            h = params["theta"][:, None, :] + torch.einsum("rbh,rhd->rbd", hid, params["w2"])
+            z = z + torch.einsum("rbkd,rbd->rbk", U, h * scale[:, None, :])
+        else:
+            z = z + (U * (params["theta"] * scale)[:, None, None, :]).sum(-1)
+    if "tab" in params:  # per-problem logits exist for training problems only
+        train = idx < pop.n_train
+        t = torch.gather(params["tab"], 1, idx.clamp(max=pop.n_train - 1)[..., None].expand(-1, -1, z.shape[-1]))
+        z = z + tab_scale[:, None, None] * t * train[..., None]
+    return z
+
+
+# ----------------------------------------------------------------------------------------
+# The GRPO update, in logit space
+# ----------------------------------------------------------------------------------------
+def advantages(correct, mu, n_base, std_norm):
+    """Advantage of every response [R, B, K] in groups whose baseline mean is ``mu`` [R, B].
+
+    ``mu`` is estimated from ``n_base`` draws (the update's own n unless the baseline is
+    decoupled). Where ``std_norm`` [R, 1] is true (GRPO) the advantage is divided by the unbiased
+    sample std of those draws plus ``ADV_EPS``, as TRL does; elsewhere it is mean-only
+    (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
+    """
+    A = correct - mu[..., None]
+    if std_norm is not None:
+        var = mu * (1.0 - mu) * n_base / (n_base - 1.0).clamp(min=1.0)
+        denom = torch.where(std_norm, var.clamp(min=0.0).sqrt() + ADV_EPS, 1.0)
+        A = A / denom[..., None]
+    return A
+
+
+def logit_gradient(counts, A, pi, decoupled=None):
+    """``sum_i A_i d log pi(a_i) / dz = c * A - (sum_i A_i) * pi`` for each group [R, B, K].
+
+    With the group's own mean as baseline the advantages of its draws sum to zero and the
+    second term vanishes; it is computed only where ``decoupled`` [R, 1, 1] is true.
+    """
+    g = counts * A
+    if decoupled is not None:
+        g = g - decoupled * g.sum(-1, keepdim=True) * pi
+    return g
+
+
+def regulariser_gradient(pi, logpi, logpi0, kl, ent):
+    """Gradient in logit space of ``kl * KL(pi || pi0) - ent * H(pi)`` (exact, per problem).
+
+    With ``f = kl * (log pi - log pi0) + ent * log pi`` the loss is ``sum pi f`` and its logit
+    gradient is ``pi * (f - sum pi f)``.
+    """
+    f = kl * (logpi - logpi0) + ent * logpi
+    return pi * (f - (pi * f).sum(-1, keepdim=True))
+
+
+def kl_entropy(pi, logpi, logpi0):
+    """Exact KL(pi || pi0) and entropy per problem."""
+    return (pi * (logpi - logpi0)).sum(-1), -(pi * logpi).sum(-1)
+
+
+def sample_counts(pi, u, big_runs, streams, cfgs):
+    """Multinomial(n, pi) counts [R, B, K]: inverse CDF of uniforms ``u`` [R, B, n_max] for small
+    n (padding uniforms of 2.0 fall outside every bin), numpy's multinomial for large n."""
+    R, B, K = pi.shape
+    counts = torch.zeros(R, B, K + 1, dtype=pi.dtype, device=pi.device)
+    if u is not None:
+        cdf = pi.cumsum(-1)
+        cdf[..., -1] = 1.0
+        cat = torch.searchsorted(cdf, u, right=True)
+        counts.scatter_add_(-1, cat, torch.ones_like(u))
+    counts = counts[..., :K]
+    if big_runs:
+        p_np = pi[big_runs].cpu().numpy()
+        drawn = np.zeros(p_np.shape)
+        for j, r in enumerate(big_runs):
+            c = cfgs[r]
+            q = p_np[j, : c.b_p]
+            drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, q / q.sum(-1, keepdims=True))
+        counts[big_runs] = torch.as_tensor(drawn, dtype=pi.dtype, device=pi.device)
+    return counts
+
+
+def linear_backward(params, grad_z, U, idx, scale, tab_scale):
+    """Parameter gradients of the linear/tabular policy from the logit gradient (no autograd)."""
+    grads = {}
+    if "theta" in params:
+        grads["theta"] = (grad_z[..., None] * U).sum((1, 2)) * scale
+    if "tab" in params:
+        tab = torch.zeros_like(params["tab"])
+        K = grad_z.shape[-1]
+        tab.scatter_add_(1, idx[..., None].expand(-1, -1, K), grad_z * tab_scale[:, None, None])
+        grads["tab"] = tab
+    return grads
+
+
+# ----------------------------------------------------------------------------------------
+# Evaluation
+# ----------------------------------------------------------------------------------------
+def pass_rates(params, scale, tab_scale, pop: Population, pop_idx) -> tuple[torch.Tensor, torch.Tensor]:
+    """pass@1 of every problem [R, P] and the policies' log-probs [R, P, K]."""
+    P = pop.z0.shape[-2]
+    if "w2" in params:
+        idx = torch.arange(P, device=pop.z0.device).expand(len(pop_idx), P)
+        z = logits(params, scale, tab_scale, pop, pop_idx, idx)
+    else:  # linear: one matrix product per population, no gather of [R, P, K, D]
+        z = pop.z0[pop_idx].clone()
+        if "theta" in params:
+            h = params["theta"] * scale
+            for s in pop_idx.unique().tolist():
+                sel = (pop_idx == s).nonzero().squeeze(-1)
+                z[sel] += torch.einsum("pkd,rd->rpk", pop.U[s], h[sel])
+        if "tab" in params:
+            z[:, : pop.n_train] += tab_scale[:, None, None] * params["tab"]
+    logpi = torch.log_softmax(z, -1)
+    return (logpi.exp() * pop.correct[pop_idx]).sum(-1), logpi
+
+
+def unbiased_best_worst(c: np.ndarray, N: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unbiased best@k = 1 - C(N-c, k)/C(N, k) and worst@k = C(c, k)/C(N, k) from c of N."""
+    total = math.comb(N, k)
+    best = 1.0 - np.array([math.comb(N - int(x), k) for x in c]) / total
+    worst = np.array([math.comb(int(x), k) for x in c]) / total
+    return best, worst
+
+
+def evaluate(p, logpi, logpi0, n_train: int, k: int) -> dict[str, np.ndarray]:
+    """Metrics of several runs at once from exact pass rates ``p`` [R, P] (train problems first)
+    and log-probs [R, P, K]; each value is an array over runs."""
+    train, val = p[:, :n_train], p[:, n_train:]
+    pi = logpi[:, :n_train].exp()
+    bins = (train * records.HIST_BINS).long().clamp(0, records.HIST_BINS - 1)
+    hist = torch.nn.functional.one_hot(bins, records.HIST_BINS).to(p.dtype).mean(1)
+    out = {
+        "train_reward": train.mean(-1),
+        "train_best": (1 - (1 - train) ** k).mean(-1),
+        "train_worst": (train**k).mean(-1),
+        "val_avg": val.mean(-1),
+        "val_best": (1 - (1 - val) ** k).mean(-1),
+        "val_worst": (val**k).mean(-1),
+        "entropy": -(pi * logpi[:, :n_train]).sum(-1).mean(-1),
+        "kl": (pi * (logpi[:, :n_train] - logpi0[:, :n_train])).sum(-1).mean(-1),
+        "train_frac_zero": (train < records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
+        "train_frac_solved": (train > 1 - records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
+    }
+    out.update({col: hist[:, i] for i, col in enumerate(records.HIST_COLUMNS)})
+    return {key: val.cpu().numpy() for key, val in out.items()}
+
+
+def sampled_metrics(val: np.ndarray, N: int, k: int, rng: np.random.Generator) -> dict:
+    """avg@k, best@k, worst@k estimated from N sampled answers per validation problem."""
+    c = rng.binomial(N, np.clip(val, 0, 1))
+    best, worst = unbiased_best_worst(c, N, k)
+    return {"val_avg_sampled": (c / N).mean(), "val_best_sampled": best.mean(), "val_worst_sampled": worst.mean()}
+
+
+def eval_steps(cfg: SimConfig) -> list[int]:
+    """Steps after which a run is evaluated: 0, log-spaced points, and its last step."""
+    M = cfg.total_steps
+    pts = np.unique(np.round(np.geomspace(1, M, cfg.eval_points)).astype(int))
+    return sorted({0, M, *pts.tolist()})
+
+
+# ----------------------------------------------------------------------------------------
+# A batch of runs
+# ----------------------------------------------------------------------------------------
+class _Batch:
+    """State of the active runs: every tensor has a leading run axis.
+
+    ``vec`` holds per-run settings and counters as tensors; flags derived from the configs
+    (which runs use Adam, a decoupled baseline...) are recomputed only when runs leave.
+    """
+
+    VEC_FIELDS = {  # name: (SimConfig -> value, dtype kind)
+        "n": (lambda c: c.n, "f"),
+        "n_roll": (lambda c: c.rollouts_per_step, "f"),
+        "b_p": (lambda c: c.b_p, "f"),
+        "lr": (lambda c: c.step_lr, "f"),
+        "kl": (lambda c: c.kl, "f"),
+        "ent": (lambda c: c.entropy, "f"),
+        "wd": (lambda c: c.wd, "f"),
+        "beta1": (lambda c: c.beta1, "f"),
+        "beta2": (lambda c: c.beta2, "f"),
+        "warmup": (lambda c: c.warmup, "f"),
+        "clip": (lambda c: c.clip_grad if c.clip_grad is not None else math.inf, "f"),
+        "trust": (lambda c: c.trust_region if c.trust_region is not None else math.inf, "f"),
+        "adam": (lambda c: c.optimizer in ("adam", "adamw"), "b"),
+        "adamw": (lambda c: c.optimizer == "adamw", "b"),
+        "grpo": (lambda c: c.adv == "grpo", "b"),
+        "zero_var": (lambda c: c.zero_var_filter, "b"),
+    }
+
+    def __init__(self, cfgs, pop, pop_idx, scale, tab_scale, params, Bmax, device, dtype):
+        self.cfgs = list(cfgs)
+        self.streams = [RunStreams(c) for c in cfgs]
+        self.schedule = [eval_steps(c) for c in cfgs]
+        self.params = params
+        self.m1 = {k: torch.zeros_like(v) for k, v in params.items()}
+        self.m2 = {k: torch.zeros_like(v) for k, v in params.items()}
+        kinds = {"f": dtype, "b": torch.bool}
+        self.vec = {name: torch.as_tensor([get(c) for c in cfgs], dtype=kinds[kind], device=device)
+                    for name, (get, kind) in self.VEC_FIELDS.items()}
+        self.vec.update(
+            scale=scale, tab_scale=tab_scale, pop_idx=pop_idx,
+            b_mask=torch.as_tensor([[j < c.b_p for j in range(Bmax)] for c in cfgs], device=device),
+            rollouts=torch.zeros(len(cfgs), dtype=dtype, device=device),
+            tokens=torch.zeros(len(cfgs), dtype=dtype, device=device),
+        )
+        self._flags()
+
+    def _flags(self) -> None:
+        cfgs = self.cfgs
+        self.big = [r for r, c in enumerate(cfgs) if c.n > DIRECT_MAX]
+        self.decoupled = [r for r, c in enumerate(cfgs) if c.rollouts_per_step > c.n]
+        self.any = {name: bool(self.vec[name].any()) for name in ("adam", "adamw", "grpo", "zero_var")}
+        self.any["clip"] = any(c.clip_grad is not None for c in cfgs)
+        self.any["trust"] = any(c.trust_region is not None for c in cfgs)
+        self.any["warmup"] = any(c.warmup > 0 for c in cfgs)
+        self.any["wd"] = any(c.wd > 0 for c in cfgs)
+        self.any_reg = any(c.kl > 0 or c.entropy > 0 for c in cfgs)
+
+    def keep(self, sel: list[int]) -> None:
+        """Drop every run not in ``sel`` (finished runs leave the batch)."""
+        ix = torch.as_tensor(sel, dtype=torch.long, device=self.vec["lr"].device)
+        for name in ("params", "m1", "m2", "vec"):
+            setattr(self, name, {k: v[ix] for k, v in getattr(self, name).items()})
+        self.cfgs = [self.cfgs[i] for i in sel]
+        self.streams = [self.streams[i] for i in sel]
+        self.schedule = [self.schedule[i] for i in sel]
+        self._flags()
+
+
+def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
+    """Run configurations that share a batch key together; return their record rows."""
+    pop_keys = list(dict.fromkeys(c.population_key for c in cfgs))
+    mem = any(c.memorize > 0 and c.policy != "tabular" for c in cfgs)
+    pop = stack([build(next(c for c in cfgs if c.population_key == key), device=device, dtype=dtype, memorize=mem)
+                 for key in pop_keys])
+    key_index = {key: i for i, key in enumerate(pop_keys)}
+    Bmax = max(c.b_p for c in cfgs)
+    logpi0_all = torch.log_softmax(pop.z0, -1)  # [S, P, K]
+
+    scale, tab_scale = feature_scale(cfgs, pop, device, dtype)
+    # keep only feature dimensions some run uses (a zero-strength part costs time, not results)
+    used = (scale != 0).any(0)
+    used[pop.dims["skill"]] |= not bool(used.any())
+    cols = used.nonzero().squeeze(-1)
+    pop = dataclasses.replace(pop, U=pop.U[..., cols].contiguous())
+    scale = scale[:, cols]
+    has_len = bool(pop.length.isfinite().any())
+    pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
+    b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
+    settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
+    autograd = cfgs[0].policy == "mlp"
+    rows: list[dict] = []
+
+    def record(sel: list[int], step: int) -> None:
+        if not sel:
+            return
+        ix = torch.as_tensor(sel, device=device)
+        v = b.vec
+        with torch.no_grad():
+            sub = {k: p[ix] for k, p in b.params.items()}
+            p, logpi = pass_rates(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix])
+            metrics = evaluate(p, logpi, logpi0_all[v["pop_idx"][ix]], pop.n_train, cfgs[0].k)
+        spent = v["rollouts"][ix].tolist()
+        tokens = v["tokens"][ix].tolist() if has_len else [float("nan")] * len(sel)
+        p_val = p[:, pop.n_train:].cpu().numpy()
+        for j, r in enumerate(sel):
+            cfg = b.cfgs[r]
+            row = {**settings[cfg.run_id], "step": step, "rollouts": spent[j], "tokens": tokens[j], "k": cfg.k}
+            row.update({key: float(val[j]) for key, val in metrics.items()})
+            if cfg.eval_samples:
+                row.update(sampled_metrics(p_val[j], max(cfg.eval_samples, cfg.k), cfg.k, b.streams[r].evals))
+            rows.append(row)
+
+    record(list(range(len(cfgs))), 0)
+    for sch in b.schedule:
+        sch.pop(0)
+
+    t = 0
+    while b.cfgs:
+        v = b.vec
+        # ---- every CHUNK steps: draw the next problem batches and rollout uniforms ---------
+        if t % CHUNK == 0:
+            R = len(b.cfgs)
+            idx_np = np.zeros((R, CHUNK, Bmax), dtype=np.int64)
+            n_max = max((c.n for c in b.cfgs if c.n <= DIRECT_MAX), default=0)
+            u_np = np.full((R, CHUNK, Bmax, n_max), 2.0) if n_max else None
+            for r, (c, st) in enumerate(zip(b.cfgs, b.streams)):
+                idx_np[r, :, : c.b_p] = st.problems(CHUNK)
+                if c.n <= DIRECT_MAX:
+                    u_np[r, :, : c.b_p, : c.n] = st.uniforms(CHUNK)
+            sched = torch.as_tensor(idx_np, device=device)
+            u_all = torch.as_tensor(u_np, dtype=dtype, device=device) if u_np is not None else None
+            # gather the chunk's problem tensors once: [R, CHUNK, Bmax, ...]
+            rows_c = v["pop_idx"][:, None, None]
+            chunk = {"z0": pop.z0[rows_c, sched], "correct": pop.correct[rows_c, sched],
+                     "logpi0": logpi0_all[rows_c, sched]}
+            if has_len:
+                chunk["length"] = pop.length[rows_c, sched].nan_to_num(0.0)
+        s = t % CHUNK
+        idx = sched[:, s]
+        u = u_all[:, s].contiguous() if u_all is not None else None
+        rows_ix = v["pop_idx"][:, None]
+        here = {k: x[:, s] for k, x in chunk.items()}
+
+        # ---- forward: logits of the batch problems ------------------------------------------
+        U = pop.U[rows_ix, idx] if "theta" in b.params else None
+        if autograd:
+            for p in b.params.values():
+                p.requires_grad_(True)
+        z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["z0"])
+        with torch.no_grad():
+            logpi = torch.log_softmax(z, -1)
+            pi = logpi.exp()
+            correct = here["correct"]
+            # ---- rollouts: how often each response was drawn ----------------------------------
+            counts = sample_counts(pi, u, b.big, b.streams, b.cfgs)
+            m = (counts * correct).sum(-1)
+            n = v["n"][:, None]
+            if b.decoupled:  # the baseline also counts the extra n_est - n draws
+                dec = b.decoupled
+                p_b = (pi * correct).sum(-1)[dec].cpu().numpy().clip(0, 1)
+                extra = np.stack([b.streams[r].extra.binomial(b.cfgs[r].rollouts_per_step - b.cfgs[r].n, p_b[j])
+                                  for j, r in enumerate(dec)])
+                m_base = m.clone()
+                m_base[dec] += torch.as_tensor(extra, dtype=dtype, device=device)
+                n_base = v["n_roll"][:, None]
+                is_dec = (v["n_roll"] > v["n"])[:, None, None].to(dtype)
+            else:
+                m_base, n_base, is_dec = m, n, None
+            # ---- advantages and the policy-gradient direction in logit space --------------------
+            A = advantages(correct, m_base / n_base, n_base, v["grpo"][:, None] if b.any["grpo"] else None)
+            g_pg = logit_gradient(counts, A, pi, is_dec)
+            # ---- which groups enter the loss, and the loss gradient ---------------------------
+            if b.any["zero_var"]:
+                keep = v["b_mask"] & (((m > 0) & (m < n)) | ~v["zero_var"][:, None])
+                kept = keep.sum(-1).clamp(min=1).to(dtype)
+            else:
+                keep, kept = v["b_mask"], v["b_p"]
+            grad_z = g_pg * (-1.0 / (kept * v["n"]))[:, None, None]
+            if b.any_reg:
+                reg = regulariser_gradient(pi, logpi, here["logpi0"],
+                                           v["kl"][:, None, None], v["ent"][:, None, None])
+                grad_z += reg / kept[:, None, None]
+            if b.any["zero_var"] or Bmax > min(c.b_p for c in b.cfgs):
+                grad_z *= keep[..., None]
+        if autograd:
+            names = list(b.params)
+            grads = torch.autograd.grad(z, [b.params[k] for k in names], grad_outputs=grad_z, allow_unused=True)
+            grads = {k: (g if g is not None else torch.zeros_like(b.params[k])) for k, g in zip(names, grads)}
+            for p in b.params.values():
+                p.requires_grad_(False)
+        else:
+            grads = linear_backward(b.params, grad_z, U, idx, v["scale"], v["tab_scale"])
+        with torch.no_grad():
+            _apply_update(b, grads, z.detach(), pop, idx, t)
+            # ---- accounting -------------------------------------------------------------------
+            spent = v["n_roll"] * v["b_p"]
+            v["rollouts"] += spent
+            if has_len:
+                L = here["length"]
+                extra_draws = (v["n_roll"] - v["n"])[:, None]
+                v["tokens"] += (counts * L).sum((-1, -2)) + ((pi * L).sum(-1) * extra_draws * v["b_mask"]).sum(-1)
+        t += 1
+        if progress is not None:
+            progress(float(spent.sum()))
+        # ---- evaluation points; finished runs leave the batch ---------------------------------
+        due = [r for r, sch in enumerate(b.schedule) if sch[0] == t]
+        if due:
+            record(due, t)
+            for r in due:
+                b.schedule[r].pop(0)
+            alive = [r for r, sch in enumerate(b.schedule) if sch]
+            if len(alive) < len(b.cfgs):
+                ix = torch.as_tensor(alive, dtype=torch.long, device=device)
+                sched = sched[ix]
+                u_all = u_all[ix] if u_all is not None else None
+                chunk = {k: x[ix] for k, x in chunk.items()}
+                b.keep(alive)
+    return rows
+
+
+def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int) -> None:
+    """Weight decay, clipping, SGD/Adam(W) with warm-up, optional trust region; in place."""
+    v, R = b.vec, len(b.cfgs)
+
+    def per_run(x, like):  # [R] -> broadcastable to ``like``
+        return x.view(R, *([1] * (like.dim() - 1)))
+
+    if b.any["wd"]:  # L2 in the gradient for sgd and adam; adamw decays below
+        coupled_wd = torch.where(v["adamw"], 0.0, v["wd"])
+        grads = {k: g + per_run(coupled_wd, g) * b.params[k] for k, g in grads.items()}
+    if b.any["clip"]:
+        norm = torch.sqrt(sum((g.reshape(R, -1) ** 2).sum(-1) for g in grads.values()))
+        factor = torch.clamp(v["clip"] / (norm + 1e-12), max=1.0)
+        grads = {k: g * per_run(factor, g) for k, g in grads.items()}
+    lr = v["lr"]
+    if b.any["warmup"]:
+        lr = lr * torch.where(v["warmup"] > 0, ((t + 1) / v["warmup"].clamp(min=1)).clamp(max=1.0), 1.0)
+    step = {}
+    for k, g in grads.items():
+        direction = g
+        if b.any["adam"]:
+            b1, b2 = per_run(v["beta1"], g), per_run(v["beta2"], g)
+            b.m1[k].mul_(b1).add_((1 - b1) * g)
+            b.m2[k].mul_(b2).add_((1 - b2) * g * g)
+            adam_step = (b.m1[k] / (1 - b1 ** (t + 1))) / ((b.m2[k] / (1 - b2 ** (t + 1))).sqrt() + ADAM_EPS)
+            direction = torch.where(per_run(v["adam"], g), adam_step, g)
+        step[k] = -per_run(lr, g) * direction
+        if b.any["adamw"]:
+            step[k] -= per_run(torch.where(v["adamw"], lr * v["wd"], 0.0), g) * b.params[k]
+    if b.any["trust"]:
+        new = {k: b.params[k] + step[k] for k in step}
+        dz = (logits(new, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx) - z).abs()
+        dz = (dz * v["b_mask"][..., None]).reshape(R, -1).amax(-1)
+        factor = torch.clamp(v["trust"] / (dz + 1e-12), max=1.0)
+        step = {k: s * per_run(factor, s) for k, s in step.items()}
+    for k in step:
+        b.params[k] += step[k]
+
+
+# ----------------------------------------------------------------------------------------
+# Public entry point
+# ----------------------------------------------------------------------------------------
+def simulate(
+    configs: Sequence[SimConfig] | SimConfig,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float64,
+    progress: Callable[[float], None] | None = None,
+    max_batch: int | None = None,
+    threads: int | None = 1,
+) -> pd.DataFrame:
+    """Run simulated GRPO for every configuration; return the records table.
+
+    Runs that share a ``batch_key`` advance together (at most ``max_batch`` at once). The result
+    of each run depends only on its own configuration, not on the others in the call.
+    ``progress`` receives the rollouts spent at each step (increments). ``threads`` caps torch's
+    CPU threads while simulating (None: leave torch's setting alone).
+    """
+    if isinstance(configs, SimConfig):
+        configs = [configs]
+    configs = list(configs)
+    if not configs:
+        raise IsosimError("simulate: no configurations given")
+    for c in configs:
+        if not isinstance(c, SimConfig):
+            raise IsosimError(f"simulate: expected SimConfig, got {type(c).__name__}")
+    ids = [c.run_id for c in configs]
+    if len(set(ids)) != len(ids):
+        raise IsosimError("simulate: two configurations are identical (same run_id)")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise IsosimError(f"device {device!r} requested but CUDA is not available")
+    groups: dict[tuple, list[SimConfig]] = defaultdict(list)
+    for c in configs:
+        groups[c.batch_key].append(c)
+    rows: list[dict] = []
+    before = torch.get_num_threads()
+    if threads is not None:  # small tensors: extra threads mostly spin (and collapse on a busy machine)
+        torch.set_num_threads(threads)
+    try:
+        for group in groups.values():
+            size = max_batch or len(group)
+            for i in range(0, len(group), size):
+                rows.extend(_run_batch(group[i: i + size], torch.device(device), dtype, progress))
+    finally:
+        torch.set_num_threads(before)
+    df = pd.DataFrame(rows)
+    order = {rid: i for i, rid in enumerate(ids)}
+    df = df.sort_values(["run_id", "step"], key=lambda s: s.map(order) if s.name == "run_id" else s, kind="stable")
+    return df.reset_index(drop=True)

@@ -1,0 +1,126 @@
+"""The run record: one table, one row per evaluation point, shared by every source.
+
+Simulated runs (``isosim.engine``), real GRPO runs (``llm_runs``) and a user's own logs all
+produce this table, and the analysis (``isosim.analysis``) reads nothing else.
+
+Columns
+-------
+Identity and allocation (required unless marked optional):
+
+=================  =====================================================================
+``run_id``         str, unique per run (optional on input: derived from n, b_p, seed)
+``n``              int, rollouts per problem (GRPO group size)
+``b_p``            int, problems per batch
+``seed``           int, the run's seed
+``step``           int, update steps taken when the row was written (optional on input)
+``rollouts``       float, rollouts spent so far, C = b_p * n * step (plus any extra
+                   rollouts of a decoupled baseline)
+``tokens``         float, response tokens spent so far (NaN where unknown)
+=================  =====================================================================
+
+Metrics (at least one is required by the analysis):
+
+=====================  =================================================================
+``train_reward``       mean pass@1 over the training problems (exact in the simulator,
+                       mean reward of the step's rollouts in real runs)
+``val_avg``            validation avg@k: mean pass@1
+``val_best``           validation best@k: P(at least one of k correct), coverage
+``val_worst``          validation worst@k: P(all k correct), sharpening
+``k``                  int, the k of best@k / worst@k
+``entropy``            mean policy entropy (nats; per response in the simulator)
+``kl``                 mean KL(policy || base)
+``train_frac_zero``    share of training problems with pass@1 < ``ZERO_THRESHOLD``
+``train_frac_solved``  share of training problems with pass@1 > 1 - ``ZERO_THRESHOLD``
+``train_hist_0..9``    share of training problems whose pass@1 falls in each tenth of
+                       [0, 1] (the last bin includes 1.0): the interference diagnostic
+=====================  =================================================================
+
+Any other column is a setting of the run (``policy``, ``lr``, ``profile``...) and is carried
+along untouched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from isosim.errors import IsosimError
+
+ID_COLUMNS = ("run_id", "n", "b_p", "seed", "step", "rollouts", "tokens")
+METRIC_COLUMNS = ("train_reward", "val_avg", "val_best", "val_worst")
+DIAGNOSTIC_COLUMNS = ("entropy", "kl", "train_frac_zero", "train_frac_solved")
+HIST_BINS = 10
+HIST_COLUMNS = tuple(f"train_hist_{i}" for i in range(HIST_BINS))
+ZERO_THRESHOLD = 0.01
+REQUIRED_INPUT = ("n", "b_p", "seed", "rollouts")
+
+
+def pass_histogram(p: np.ndarray) -> np.ndarray:
+    """Share of problems whose pass@1 falls in each of ``HIST_BINS`` equal bins of [0, 1]."""
+    p = np.asarray(p, dtype=float)
+    idx = np.clip((p * HIST_BINS).astype(int), 0, HIST_BINS - 1)
+    return np.bincount(idx, minlength=HIST_BINS) / max(len(p), 1)
+
+
+def normalize(df: pd.DataFrame, *, source: str = "table") -> pd.DataFrame:
+    """Check a records table and fill the optional identity columns.
+
+    Raises ``IsosimError`` naming what is missing; never modifies ``df`` in place.
+    """
+    if df is None or len(df) == 0:
+        raise IsosimError(f"{source}: the records table is empty")
+    missing = [c for c in REQUIRED_INPUT if c not in df.columns]
+    if missing:
+        raise IsosimError(
+            f"{source}: missing column(s) {', '.join(missing)} "
+            f"(a records table needs {', '.join(REQUIRED_INPUT)} and at least one metric)"
+        )
+    if not any(c in df.columns for c in METRIC_COLUMNS):
+        raise IsosimError(
+            f"{source}: no metric column (expected one of {', '.join(METRIC_COLUMNS)})"
+        )
+    out = df.copy()
+    for c in ("n", "b_p", "seed"):
+        vals = pd.to_numeric(out[c], errors="coerce")
+        if vals.isna().any():
+            raise IsosimError(f"{source}: column {c!r} has non-numeric or missing values")
+        out[c] = vals.astype(int)
+    out["rollouts"] = pd.to_numeric(out["rollouts"], errors="coerce")
+    if out["rollouts"].isna().any() or (out["rollouts"] < 0).any():
+        raise IsosimError(f"{source}: column 'rollouts' must be non-negative numbers")
+    if (out["n"] < 1).any() or (out["b_p"] < 1).any():
+        raise IsosimError(f"{source}: n and b_p must be >= 1")
+    if "run_id" not in out.columns:
+        extra = [c for c in ("data", "profile", "policy", "lr") if c in out.columns]
+        key = out[["n", "b_p", "seed", *extra]].astype(str).agg("-".join, axis=1)
+        out["run_id"] = "n" + key
+    out["run_id"] = out["run_id"].astype(str)
+    if "step" not in out.columns:
+        out["step"] = (out["rollouts"] / (out["n"] * out["b_p"])).round().astype(int)
+    if "tokens" not in out.columns:
+        out["tokens"] = np.nan
+    return out.sort_values(["run_id", "rollouts"], kind="stable").reset_index(drop=True)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a records table from CSV, Parquet or JSON Lines (by suffix)."""
+    path = Path(path)
+    if not path.exists():
+        raise IsosimError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            df = pd.read_csv(path)
+        elif suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        elif suffix in (".jsonl", ".json", ".ndjson"):
+            df = pd.read_json(path, lines=suffix != ".json")
+        else:
+            raise IsosimError(f"{path}: unknown table format {suffix!r} (use .csv, .parquet or .jsonl)")
+    except IsosimError:
+        raise
+    except Exception as exc:  # pandas raises many kinds; the user needs one line
+        raise IsosimError(f"{path}: cannot read table ({type(exc).__name__}: {exc})") from None
+    return normalize(df, source=str(path))

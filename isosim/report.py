@@ -1,0 +1,127 @@
+"""From a records table to what a user takes home: frontier.json, figures and a summary table.
+
+Shared by ``isosim explore`` (simulated sweeps), ``isosim analyze`` (any records table or a
+folder of runs) and ``isosim validate`` (real runs), so all three read results the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from isosim import records
+from isosim.errors import IsosimError
+
+METRIC_ALIASES = {"avg": "val_avg", "best": "val_best", "worst": "val_worst"}
+
+
+def metric_column(metric: str) -> str:
+    """``avg``/``best``/``worst`` or a column name -> the column name."""
+    return METRIC_ALIASES.get(metric, metric)
+
+
+def load_records(path: str | Path) -> pd.DataFrame:
+    """Records from a sweep store, a folder of runs (``*/records.jsonl``), or a table file."""
+    path = Path(path)
+    if not path.exists():
+        raise IsosimError(f"{path}: no such file or folder")
+    if path.is_file():
+        return records.read_table(path)
+    if (path / "manifest.json").exists() or (path / "plan.json").exists():
+        from isosim.sweep import load_store
+
+        return load_store(path)[1]
+    files = sorted(path.glob("records.jsonl")) + sorted(path.glob("*/records.jsonl")) + sorted(
+        path.glob("*/*/records.jsonl"))
+    if not files:
+        tables = sorted(p for ext in ("csv", "parquet", "jsonl") for p in path.glob(f"*.{ext}"))
+        if len(tables) == 1:
+            return records.read_table(tables[0])
+        raise IsosimError(f"{path}: no sweep store, no run folders with records.jsonl, "
+                          "and not exactly one table file")
+    frames = []
+    for f in files:
+        try:
+            frames.append(pd.read_json(f, lines=True))
+        except ValueError as exc:
+            raise IsosimError(f"{f}: cannot read records ({exc})") from None
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise IsosimError(f"{path}: the run folders hold no records yet")
+    return records.normalize(pd.concat(frames, ignore_index=True), source=str(path))
+
+
+def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
+                 seed: int = 0, figures: bool = True) -> dict[str, Any]:
+    """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.
+
+    The result also holds ``split`` (n* per budget for best@k and worst@k, where those columns
+    exist) and ``figures`` (paths written).
+    """
+    from isosim import analysis
+
+    metric = metric_column(metric)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed)
+    split_metrics = [m for m in ("val_best", "val_worst") if m in df.columns and df[m].notna().any()]
+    split = {}
+    if len(split_metrics) == 2 and df["n"].nunique() > 1:
+        try:
+            split = analysis.metric_split(df, metrics=tuple(split_metrics))
+        except IsosimError:
+            split = {}
+    result["split"] = {m: {"budgets": r["budgets"], "n_star": r["n_star"], "n_sat": r["fit"]["n_sat"]}
+                       for m, r in split.items()}
+    written: list[str] = []
+    if figures:
+        from isosim import plots
+
+        written += [str(p) for p in plots.plot_frontier(df, result, out / "frontier")]
+        written += [str(p) for p in plots.plot_n_star(result, out / "n_star")]
+        if split:
+            written += [str(p) for p in plots.plot_metric_split(split, out / "metric_split")]
+        if all(c in df.columns for c in records.HIST_COLUMNS) and df["n"].nunique() > 1:
+            ns = sorted(df["n"].unique())
+            pair = [int(ns[0]), int(ns[-1])]
+            top = float(df.groupby("n")["rollouts"].max().min())
+            written += [str(p) for p in plots.plot_hist_evolution(df, pair, [top], out / "pass_hist")]
+    result["figures"] = written
+    analysis.write_frontier_json(result, out / "frontier.json")
+    return result
+
+
+def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, str, str]]:
+    """(budget, n*, reward) rows for a table, thinned to at most ``max_rows``."""
+    budgets, n_star, reward = result["budgets"], result["n_star"], result["reward"]
+    keep = np.unique(np.linspace(0, len(budgets) - 1, min(max_rows, len(budgets))).round().astype(int))
+    return [(f"{budgets[i]:.3g}", str(n_star[i]), f"{reward[i]:.4f}") for i in keep]
+
+
+def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, console=None) -> None:
+    """A rich table of budgets with n* and frontier reward, the fitted n_sat, and where files are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=title)
+    table.add_column("budget (rollouts)", justify="right")
+    table.add_column("n*", justify="right")
+    table.add_column(result["metric"], justify="right")
+    for row in summary_rows(result):
+        table.add_row(*row)
+    console.print(table)
+    fit = result["fit"]
+    ci = fit.get("n_sat_ci")
+    ci_txt = f" (90% interval {ci[0]:.0f}-{ci[1]:.0f})" if ci else ""
+    console.print(f"fitted n_sat = {fit['n_sat']:.0f}{ci_txt}, log10 C_mid = {fit['log_c_mid']:.2f}, "
+                  f"slope = {fit['slope']:.2f}")
+    for m, s in result.get("split", {}).items():
+        console.print(f"  {m}: n* at the largest budget = {s['n_star'][-1]}")
+    console.print(f"results: {Path(out_dir) / 'frontier.json'}")
+    for f in result.get("figures", []):
+        if f.endswith(".png"):
+            console.print(f"figure:  {f}")

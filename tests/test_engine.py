@@ -1,0 +1,212 @@
+"""The simulator engine: exactness, reproducibility, batching, and the single-problem theory."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from isosim.config import SimConfig
+from isosim.engine import (
+    ADV_EPS,
+    advantages,
+    logit_gradient,
+    regulariser_gradient,
+    simulate,
+    unbiased_best_worst,
+)
+from isosim.errors import IsosimError
+from isosim.problems import build
+from isosim.profiles import get_profile
+
+SMALL = dict(n_train=32, n_val=32, b_p=8, eval_points=5)
+
+
+@pytest.mark.parametrize("profile", ["easy", "hard", "extreme", "very-easy", "hard:0.5,easy:0.5", "beta:0.5,2"])
+def test_step0_pass_rate_matches_profile_draw(profile):
+    cfg = SimConfig(profile=profile, n_train=64, n_val=64, seed=3)
+    pop = build(cfg)
+    p = (torch.softmax(pop.z0, -1) * pop.correct).sum(-1)
+    assert torch.allclose(p, pop.p0, atol=1e-6, rtol=0)
+    # and the draw is the profile's: same generator, same numbers
+    rng = np.random.default_rng(np.random.SeedSequence([3, 0x150_5EED]))
+    expected = get_profile(profile).sample(128, rng)
+    np.testing.assert_allclose(pop.p0.numpy(), expected, atol=1e-12)
+
+
+def test_step0_record_equals_base_policy():
+    cfg = SimConfig(steps=3, **SMALL)
+    df = simulate([cfg])
+    pop = build(cfg)
+    row = df[df.step == 0].iloc[0]
+    assert row.train_reward == pytest.approx(pop.p0[:32].mean().item(), abs=1e-9)
+    assert row.val_avg == pytest.approx(pop.p0[32:].mean().item(), abs=1e-9)
+    assert row.kl == pytest.approx(0.0, abs=1e-12)
+
+
+def _per_sample_grad(z, actions, rewards, n, mode, baseline_rewards=None):
+    """Textbook GRPO: per-sample advantages, autograd through log pi(a_i), mean over samples."""
+    z = z.clone().requires_grad_(True)
+    logpi = torch.log_softmax(z, -1)  # [B, K]
+    B = z.shape[0]
+    r = rewards.view(B, n)
+    base = r if baseline_rewards is None else baseline_rewards
+    adv = r - base.mean(1, keepdim=True)
+    if mode == "grpo":
+        adv = adv / (base.std(1, keepdim=True) + ADV_EPS)
+    chosen = logpi.repeat_interleave(n, 0).gather(1, actions[:, None]).view(B, n)
+    loss = (adv * chosen).sum() / (B * n)
+    (g,) = torch.autograd.grad(loss, z)
+    return g
+
+
+@pytest.mark.parametrize("mode", ["grpo", "drgrpo"])
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_count_gradient_equals_mean_of_per_sample_gradients(mode, decoupled):
+    gen = torch.Generator().manual_seed(0)
+    B, K, n, n_est = 6, 5, 7, 19
+    z = torch.randn(B, K, generator=gen, dtype=torch.float64)
+    correct = (torch.rand(B, K, generator=gen) < 0.4).double()
+    correct[:, 0] = 1.0
+    pi = torch.softmax(z, -1)
+    actions = torch.multinomial(pi.repeat_interleave(n, 0), 1, generator=gen).squeeze(-1)
+    rewards = correct.repeat_interleave(n, 0).gather(1, actions[:, None]).squeeze(-1)
+    counts = torch.zeros(B, K, dtype=torch.float64).index_put_(
+        (torch.arange(B).repeat_interleave(n), actions), torch.ones(B * n, dtype=torch.float64), accumulate=True)
+    m = (counts * correct).sum(-1)
+    if decoupled:  # baseline from these n draws plus n_est - n more
+        extra = torch.bernoulli(torch.full((B, n_est - n), 0.5, dtype=torch.float64), generator=gen)
+        base = torch.cat([rewards.view(B, n), extra], 1)
+        mu, n_base = base.mean(1), torch.full((B,), float(n_est), dtype=torch.float64)
+        ref = _per_sample_grad(z, actions, rewards, n, mode, baseline_rewards=base)
+    else:
+        mu, n_base = m / n, torch.full((B,), float(n), dtype=torch.float64)
+        ref = _per_sample_grad(z, actions, rewards, n, mode)
+    std_norm = torch.tensor([[mode == "grpo"]])
+    A = advantages(correct[None], mu[None], n_base[None], std_norm)
+    g = logit_gradient(counts[None], A, pi[None], torch.tensor(float(decoupled)).view(1, 1, 1))[0] / (B * n)
+    torch.testing.assert_close(g, ref, atol=1e-12, rtol=1e-10)
+
+
+def test_regulariser_gradient_matches_autograd():
+    gen = torch.Generator().manual_seed(1)
+    z = torch.randn(4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    z0 = torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    logpi, logpi0 = torch.log_softmax(z, -1), torch.log_softmax(z0, -1)
+    pi = logpi.exp()
+    loss = 0.7 * (pi * (logpi - logpi0)).sum() - 0.3 * (-(pi * logpi).sum())
+    (ref,) = torch.autograd.grad(loss, z)
+    got = regulariser_gradient(pi.detach(), logpi.detach(), logpi0, 0.7, 0.3)
+    torch.testing.assert_close(got, ref, atol=1e-12, rtol=1e-10)
+
+
+def test_exact_best_worst_agree_with_monte_carlo():
+    cfg = SimConfig(steps=20, eval_samples=4000, k=4, **SMALL)
+    row = simulate([cfg]).iloc[-1]
+    assert row.val_best_sampled == pytest.approx(row.val_best, abs=0.01)
+    assert row.val_worst_sampled == pytest.approx(row.val_worst, abs=0.01)
+    assert row.val_avg_sampled == pytest.approx(row.val_avg, abs=0.01)
+
+
+def test_unbiased_estimators_on_hand_made_cases():
+    best, worst = unbiased_best_worst(np.array([0, 1, 4, 8]), 8, 4)
+    np.testing.assert_allclose(best, [0.0, 0.5, 1 - 1 / 70, 1.0])
+    np.testing.assert_allclose(worst, [0.0, 0.0, 1 / 70, 1.0])
+
+
+def test_seeded_runs_are_bit_for_bit_reproducible():
+    cfgs = [SimConfig(n=n, budget=4000, seed=s, kl=0.5, entropy=0.01, **SMALL) for n in (4, 80) for s in (0, 1)]
+    a, b = simulate(cfgs), simulate(cfgs)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    c = simulate([cfgs[0].replace(seed=7)])
+    assert not np.allclose(a[a.run_id == cfgs[0].run_id].val_avg.values[1:], c.val_avg.values[1:])
+
+
+@pytest.mark.parametrize("policy", ["linear", "tabular", "mlp"])
+def test_batched_runs_equal_runs_one_by_one(policy):
+    base = SimConfig(policy=policy, budget=6000, kl=0.3, memorize=0.5, typicality=0.2, **SMALL)
+    cfgs = [base.replace(n=4, seed=0), base.replace(n=16, b_p=4, seed=1), base.replace(n=100, seed=2),
+            base.replace(n=8, seed=3, data_seed=0, optimizer="adam", lr=0.05, n_est=16),
+            base.replace(n=8, seed=4, adv="drgrpo", zero_var_filter=True, wd=0.01, clip_grad=1.0)]
+    together = simulate(cfgs)
+    alone = pd.concat([simulate([c]) for c in cfgs], ignore_index=True)
+    metrics = ["step", "rollouts", "train_reward", "val_avg", "val_best", "val_worst", "entropy", "kl"]
+    pd.testing.assert_frame_equal(together[["run_id"] + metrics], alone[["run_id"] + metrics],
+                                  check_exact=False, rtol=1e-9, atol=1e-12)
+
+
+def test_single_problem_tabular_learns_and_sequential_beats_parallel():
+    base = SimConfig(policy="tabular", n_train=1, n_val=1, b_p=1, profile="uniform:0.3,0.3",
+                     lr=1.0, eval_points=4, data_seed=0)
+    long = simulate([base.replace(n=8, budget=8 * 400, seed=s) for s in range(4)])
+    assert long[long.step == 400].train_reward.min() > 0.95  # pass@1 -> 1
+    # equal rollouts (512): small n takes many more steps and gets further
+    budget = 512
+    small = simulate([base.replace(n=4, budget=budget, seed=s) for s in range(8)])
+    large = simulate([base.replace(n=128, budget=budget, seed=s) for s in range(8)])
+    end = lambda df: df.groupby("run_id").train_reward.last().mean()  # noqa: E731
+    assert end(small) > end(large) + 0.1
+
+
+def test_kl_and_entropy_terms_move_kl_and_entropy():
+    base = SimConfig(n=16, budget=16 * 8 * 150, lr=4.0, **SMALL)
+    plain, with_kl, with_ent = simulate([base, base.replace(kl=2.0), base.replace(entropy=0.5)]).groupby("run_id").last().loc[
+        [base.run_id, base.replace(kl=2.0).run_id, base.replace(entropy=0.5).run_id]].itertuples()
+    assert with_kl.kl < 0.5 * plain.kl
+    assert with_ent.entropy > plain.entropy + 0.05
+
+
+def test_cost_of_a_step_does_not_depend_on_n():
+    """Same steps, any n: the count-based engine does not loop over rollouts (rollouts spent scale)."""
+    df = simulate([SimConfig(n=n, steps=10, **SMALL) for n in (2, 2048)])
+    last = df.groupby("n").rollouts.last()
+    assert last[2048] == 1024 * last[2]
+
+
+def test_tokens_follow_the_length_model():
+    df = simulate([SimConfig(n=8, steps=20, mean_len=100.0, **SMALL)])
+    last = df.iloc[-1]
+    assert 50 * last.rollouts < last.tokens < 200 * last.rollouts
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n=0), "n must be"),
+        (dict(b_p=64, n_train=32), "cannot exceed the training set"),
+        (dict(responses=1), "responses"),
+        (dict(profile="nope"), "unknown profile"),
+        (dict(profile="uniform:0.2,1.5"), "0 <= a <= b <= 1"),
+        (dict(budget=-5), "budget must be positive"),
+        (dict(budget=10, n=8, b_p=8), "below one step"),
+        (dict(n_est=2, n=4), "n_est"),
+        (dict(policy="transformer"), "unknown policy"),
+    ],
+)
+def test_bad_input_raises_one_clear_error(kwargs, match):
+    with pytest.raises(IsosimError, match=match):
+        SimConfig(**kwargs)
+
+
+def test_bad_profile_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(IsosimError, match="not valid JSON"):
+        SimConfig(profile=str(bad))
+    out = tmp_path / "rates.json"
+    out.write_text('{"rates": [0.1, 1.5], "k": 16}')
+    with pytest.raises(IsosimError, match=r"\[0, 1\]"):
+        SimConfig(profile=str(out))
+    out.write_text('{"rates": [0.0, 0.5, 0.25], "k": 16}')
+    pop = build(SimConfig(profile=str(out), n_train=50, n_val=50))
+    zeros = pop.p0[pop.p0 < 0.2]
+    assert len(zeros) > 0 and float(zeros.max()) <= 1 / 32  # measured zeros spread over [0, 1/(2k)]
+
+
+def test_lr_rule():
+    c = SimConfig(n=64, b_p=64, lr=1.0)
+    assert c.step_lr == pytest.approx(2.0)
+    assert c.replace(lr_rule="linear").step_lr == pytest.approx(4.0)
+    assert c.replace(lr_rule="constant").step_lr == pytest.approx(1.0)
+    assert math.isclose(c.total_steps, 1e6 // 4096)
