@@ -69,7 +69,7 @@ def explore(
         the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
                                          budget_max=budget_max, **overrides)
     out = out or _fresh_out("explore")
-    typer.echo(f"{the_plan.summary()}  ->  {out}", err=True)
+    typer.echo(f"{the_plan.summary()}  ->  {out}")
     df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
     result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed)
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({question})", out_dir=out)
@@ -91,6 +91,52 @@ def analyze(
         out = path if path.is_dir() else path.with_name(path.stem + "_analysis")
     result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
+
+
+@app.command()
+def recommend(
+    budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts"),
+    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour)"),
+    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput"),
+    preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
+    profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
+    max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
+    problems: Optional[int] = typer.Option(None, help="training-set size (smaller sets saturate lower)"),
+    metric: str = typer.Option("avg", help="avg, best or worst"),
+    quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each."""
+    import json
+
+    from isosim import recommend as rec
+    from isosim.errors import IsosimError
+    from isosim.report import metric_column
+
+    if gpu_hours is not None:
+        if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
+            raise IsosimError("--gpu-hours needs a positive --rollouts-per-gpu-hour (and positive hours)")
+        budget = gpu_hours * rollouts_per_gpu_hour
+    if budget is None:
+        raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour")
+    r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None, b_max=max_batch,
+                      problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty())
+    if as_json:
+        typer.echo(json.dumps(r.to_json(), default=float))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"isosim recommend: C = {r.budget:.3g} rollouts ({r.recipe} recipe)")
+    for col in ("setting", "value", "why"):
+        table.add_column(col, overflow="fold")
+    table.add_row("n", str(r.n), r.reasons["n"])
+    table.add_row("B_p", str(r.b_p), r.reasons["b_p"])
+    table.add_row("M", str(r.m), r.reasons["m"])
+    table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
+    table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
+    Console().print(table)
+    typer.echo(f"predicted n_sat = {r.n_sat:.0f}; simulated sweep in {r.sweep_dir}")
 
 
 def main() -> None:

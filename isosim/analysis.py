@@ -165,7 +165,8 @@ def _robust_sigmoid(
     det = np.where(ok, det, 1.0)
     lo = np.where(ok, (a22 * b1 - a12 * b2) / det, y.mean())
     hi = np.where(ok, (a11 * b2 - a12 * b1) / det, y.mean())
-    cand = np.column_stack([np.clip(lo, lower[0], upper[0]), np.clip(hi, lower[1], upper[1]), mid_g, k_g])
+    lo, hi = np.clip(lo, lower[0], upper[0]), np.clip(hi, lower[1], upper[1])
+    cand = np.column_stack([lo, hi, mid_g, k_g])
     if len(starts):
         cand = np.vstack([cand, np.clip(np.asarray(starts, dtype=float), lower, upper)])
         e = expit(cand[:, 3:4] * unit * (t[None, :] - cand[:, 2:3]))
@@ -327,7 +328,8 @@ def _collect_runs(
     }
     groups: dict[Any, list[str]] = {}
     for k, ids in data.groupby(list(group), sort=True)["run_id"].unique().items():
-        key = tuple(int(v) if isinstance(v, np.integer) else v for v in (k if isinstance(k, tuple) else (k,)))
+        parts = k if isinstance(k, tuple) else (k,)
+        key = tuple(int(v) if isinstance(v, np.integer) else v for v in parts)
         groups[key[0] if len(group) == 1 else key] = sorted(map(str, ids))
     if not groups:
         raise IsosimError("no n with at least one run")
@@ -494,7 +496,8 @@ def fit_n_star(
         raise IsosimError("no positive budget with a positive n* to fit")
     lc, ly = np.log10(c[ok]), np.log2(n[ok])
     if np.ptp(ly) == 0:
-        return NStarFit(float(ly[0]), float(ly[0]), float((lc.min() + lc.max()) / 2), 0.0, 0.0, flat=True)
+        mid = float((lc.min() + lc.max()) / 2)
+        return NStarFit(float(ly[0]), float(ly[0]), mid, 0.0, 0.0, flat=True)
     n_lo, n_hi = (2.0 ** ly.min(), 2.0 ** ly.max()) if n_bounds is None else n_bounds
     if not 0 < n_lo < n_hi or ly.min() < math.log2(n_lo) - 1e-9 or ly.max() > math.log2(n_hi) + 1e-9:
         raise IsosimError(f"n_bounds {n_bounds} must be increasing and contain every n*")
@@ -727,7 +730,8 @@ def bp_sensitivity(
     all_cells = data.groupby(["n", "b_p"]).size().index
     cells = vals.groupby(["n", "b_p"])["value"].agg(["mean", "size"]).reset_index()
     if len(cells) < len(all_cells):
-        raise IsosimError(f"budget {budget:g} is beyond the reach of {len(all_cells) - len(cells)} (n, b_p) cell(s)")
+        short = len(all_cells) - len(cells)
+        raise IsosimError(f"budget {budget:g} is beyond the reach of {short} (n, b_p) cell(s)")
     table = cells.pivot(index="n", columns="b_p", values="mean")
     over_bp = (table.max(axis=1) - table.min(axis=1))[table.notna().sum(axis=1) >= 2] * 100
     over_n = (table.max(axis=0) - table.min(axis=0))[table.notna().sum(axis=0) >= 2] * 100
@@ -797,7 +801,8 @@ def hist_at_matched_compute(
     for n in n_values:
         runs = data[data["n"] == int(n)]
         if len(runs) == 0:
-            raise IsosimError(f"no run with n = {n} (the table has n = {sorted(int(v) for v in data['n'].unique())})")
+            have = sorted(int(v) for v in data["n"].unique())
+            raise IsosimError(f"no run with n = {n} (the table has n = {have})")
         lo, hi = runs[x].min(), runs[x].max()
         if not lo <= budget <= hi * (1 + REACH_RTOL):
             raise IsosimError(f"budget {budget:g} is outside the data for n = {n} ({lo:g} to {hi:g})")

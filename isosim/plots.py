@@ -139,7 +139,9 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     return save(fig, path)
 
 
-def _draw_n_star_fit(ax: Axes, budgets: np.ndarray, fit: dict[str, Any], color: str, label: str = "") -> None:
+def _draw_n_star_fit(
+    ax: Axes, budgets: np.ndarray, fit: dict[str, Any], color: str, label: str = ""
+) -> None:
     """Fitted sigmoid of log2 n* and a dashed n_sat line."""
     nfit = analysis.NStarFit(lo=float(np.log2(fit["n_low"])), hi=float(np.log2(fit["n_sat"])),
                              log_c_mid=fit["log_c_mid"], slope=fit["slope"], loss=fit.get("loss", 0.0))

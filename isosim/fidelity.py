@@ -1,0 +1,472 @@
+"""Fidelity harness: score a preset (or a mechanism setting) against the paper's findings.
+
+Mechanism search is a loop: pick settings, run the small sweeps each finding needs, read one
+number per finding, keep or drop the setting. Each ``score_*`` function runs its own simulations
+(through :func:`run`, cached per call signature) and returns a plain dict of the numbers it read
+plus ``holds``: whether the finding is reproduced under that setting. The criterion of each
+finding is stated in its docstring; nothing is tuned inside this module.
+
+==========  ===============================================================================
+finding     what is measured (PAPER.md numbering)
+==========  ===============================================================================
+F1          empirical n*(C) of seed-mean val avg@4 on a log budget grid: rises, and the largest
+            n is not optimal at the top budget (saturation); gain of the best n over n = 8
+F2          n* at the top budget on the hard preset below that of the easy preset
+F3          gain of best@4 and worst@4 from the smallest n to the avg-optimal n; easy: worst
+            gains more (sharpening), hard: best gains more (coverage)
+F4          one problem, tabular softmax, no interference: at equal rollouts the smallest n
+            beats the largest (sequential beats parallel)
+F5          spread of val avg over B_p at fixed n vs over n at fixed B_p (same budget)
+F6          training pass@1 at matched compute (n_lo for e epochs vs n_hi for e * n_lo / n_hi):
+            share of training problems stuck at pass@1 < 0.01, and the histogram's distance
+            from uniform (total variation)
+F8          n* at the top budget with a small training set below that with a large one
+F9          B_p = 128 at matched update steps: n = 256 > decoupled (64 update, 256 baseline) > 64
+==========  ===============================================================================
+
+Values at a budget are each run's metric interpolated (linearly in rollouts) at that budget,
+then averaged over seeds; ``per_seed`` entries repeat the read for every seed alone, so a
+finding that holds for one seed only is visible as such.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from isosim.config import SimConfig
+from isosim.errors import IsosimError
+from isosim.presets import get_preset
+
+
+# ----------------------------------------------------------------------------------------------
+# Scales
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scale:
+    """Size of the sweeps a score runs: problems, batch, budget, grid of n, seeds."""
+
+    n_train: int = 128
+    """training problems"""
+    n_val: int = 256
+    """validation problems"""
+    b_p: int = 16
+    """problems per batch of the Q1 sweeps"""
+    budget: float = 3e5
+    """top budget in rollouts"""
+    n_values: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
+    """rollouts per problem of the Q1 sweeps"""
+    seeds: tuple[int, ...] = (0, 1)
+    """seeds (runs per cell); data seed = run seed"""
+    n_grid: int = 9
+    """budgets of the empirical n*(C) read (log-spaced up to ``budget``)"""
+
+
+QUICK = Scale()
+"""CI scale: seconds per sweep on one CPU core"""
+MEDIUM = Scale(n_train=256, n_val=256, b_p=16, budget=2e6, n_values=(4, 8, 16, 32, 64, 128, 256, 512))
+"""tuning scale: a minute or two per sweep"""
+FULL = Scale(n_train=512, n_val=512, b_p=32, budget=1e7,
+             n_values=(4, 8, 16, 32, 64, 128, 256, 512, 1024), seeds=(0, 1, 2))
+"""the studies' full scale (FIDELITY.md's setting)"""
+
+
+def with_seeds(scale: Scale, seeds: Sequence[int]) -> Scale:
+    """The same scale on other seeds (held-out checks)."""
+    return replace(scale, seeds=tuple(int(s) for s in seeds))
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+# ----------------------------------------------------------------------------------------------
+def _freeze(d: dict) -> tuple:
+    return tuple(sorted(d.items()))
+
+
+@functools.lru_cache(maxsize=64)
+def _run_cached(frozen: tuple[tuple, ...]) -> pd.DataFrame:
+    from isosim.engine import simulate
+
+    return simulate([SimConfig(**dict(f)) for f in frozen])
+
+
+def run(configs: Sequence[dict]) -> pd.DataFrame:
+    """Simulate a list of SimConfig field dicts (cached on their values; do not mutate the result)."""
+    frozen = tuple(_freeze(c) for c in configs)
+    return _run_cached(frozen)
+
+
+def settings(preset: str | dict, **overrides: Any) -> dict:
+    """SimConfig fields of a preset name (or a dict of fields) with overrides applied."""
+    base = get_preset(preset) if isinstance(preset, str) else dict(preset)
+    base.update(overrides)
+    return base
+
+
+def q1_configs(preset: str | dict, scale: Scale = QUICK, **overrides: Any) -> list[dict]:
+    """The Q1 sweep of a setting: every n of the scale x every seed, each run to the top budget."""
+    base = settings(preset, n_train=scale.n_train, n_val=scale.n_val, b_p=scale.b_p, **overrides)
+    return [dict(base, n=n, budget=float(scale.budget), seed=s)
+            for n in scale.n_values for s in scale.seeds]
+
+
+def run_q1(preset: str | dict, scale: Scale = QUICK, **overrides: Any) -> pd.DataFrame:
+    """Records of the Q1 sweep of a setting (see :func:`q1_configs`)."""
+    return run(q1_configs(preset, scale, **overrides))
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading a records table
+# ----------------------------------------------------------------------------------------------
+def values_at(df: pd.DataFrame, budget: float, metric: str = "val_avg", by: str = "n",
+              x: str = "rollouts") -> pd.DataFrame:
+    """Each run's ``metric`` at ``budget`` (linear in ``x``); runs that stopped more than one step
+    short are left out (a run planned for the budget ends up to one step below it).
+
+    Returns columns ``run_id``, ``by``, ``seed``, ``value``.
+    """
+    rows = []
+    for rid, g in df.groupby("run_id", sort=False):
+        xv, yv = g[x].to_numpy(float), g[metric].to_numpy(float)
+        step_cost = float(g["b_p"].iat[0] * g["n"].iat[0]) if x == "rollouts" else 1.0
+        if xv.max() < budget * 0.99 and budget - xv.max() >= step_cost:
+            continue  # stopped more than one step short of the budget
+        rows.append({"run_id": rid, by: g[by].iat[0], "seed": int(g["seed"].iat[0]),
+                     "value": float(np.interp(budget, xv, yv))})
+    return pd.DataFrame(rows, columns=["run_id", by, "seed", "value"])
+
+
+def curve_at(df: pd.DataFrame, budget: float, metric: str = "val_avg") -> dict[int, float]:
+    """Seed-mean ``metric`` per n at ``budget``."""
+    v = values_at(df, budget, metric)
+    return {int(n): float(val) for n, val in v.groupby("n")["value"].mean().items()}
+
+
+def argmax_n(curve: dict[int, float]) -> int:
+    """The n of the largest value (the smallest such n on ties)."""
+    best = max(curve.values())
+    return min(n for n, v in curve.items() if v == best)
+
+
+def n_star_curve(df: pd.DataFrame, budgets: Sequence[float], metric: str = "val_avg") -> list[int | None]:
+    """Empirical n*(C): argmax over n of the seed-mean metric at each budget (None: no run reached)."""
+    out = []
+    for b in budgets:
+        c = curve_at(df, b, metric)
+        out.append(argmax_n(c) if c else None)
+    return out
+
+
+def budget_grid(df: pd.DataFrame, top: float, n_grid: int) -> np.ndarray:
+    """Log-spaced budgets from the first budget at which every run has stepped (at least top/1000) to ``top``."""
+    first = df[df["step"] > 0].groupby("run_id")["rollouts"].min().max()  # every run has stepped
+    return np.geomspace(max(first, top / 1e3), top, n_grid)
+
+
+def per_seed(df: pd.DataFrame, fn) -> dict[int, Any]:
+    """``fn`` applied to each seed's runs alone."""
+    return {int(s): fn(g) for s, g in df.groupby("seed")}
+
+
+# ----------------------------------------------------------------------------------------------
+# F1: n*(C) rises and saturates
+# ----------------------------------------------------------------------------------------------
+def score_f1(df: pd.DataFrame, top: float, n_grid: int = 9, n_ref: int = 8) -> dict:
+    """n*(C) rises (n* at the top budget > n* at the smallest) and saturates (the largest n of the
+    grid is not optimal at the top budget). ``gain_pp``: best n over ``n_ref`` (or the smallest n
+    above it when absent) at the top budget, in points of val avg@4."""
+    grid = budget_grid(df, top, n_grid)
+    stars = n_star_curve(df, grid)
+    curve = curve_at(df, top)
+    ns = sorted(curve)
+    ref = min((n for n in ns if n >= n_ref), default=ns[0])
+    n_top = argmax_n(curve)
+
+    def holds_for(d):
+        s = n_star_curve(d, [grid[0], top])
+        return bool(s[1] > s[0] and s[1] < max(ns))
+
+    seeds = per_seed(df, holds_for)
+    return {
+        "budgets": grid.tolist(), "n_star": stars, "val_avg_at_top": curve,
+        "n_star_top": n_top, "n_ref": ref, "gain_pp": 100 * (curve[n_top] - curve[ref]),
+        "drop_at_max_n_pp": 100 * (curve[n_top] - curve[max(ns)]),
+        "rises": bool(stars[-1] > stars[0]), "saturates": bool(n_top < max(ns)),
+        "per_seed_holds": seeds,
+        "holds": bool(stars[-1] > stars[0] and n_top < max(ns)),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# F2: hard saturates lower
+# ----------------------------------------------------------------------------------------------
+def score_f2(df_easy: pd.DataFrame, df_hard: pd.DataFrame, top: float) -> dict:
+    """n* at the top budget: hard below easy (seed mean), and per seed."""
+    e, h = argmax_n(curve_at(df_easy, top)), argmax_n(curve_at(df_hard, top))
+    pe = per_seed(df_easy, lambda d: argmax_n(curve_at(d, top)))
+    ph = per_seed(df_hard, lambda d: argmax_n(curve_at(d, top)))
+    return {"n_star_easy": e, "n_star_hard": h,
+            "per_seed": {s: [pe[s], ph.get(s)] for s in pe},
+            "holds": bool(h < e)}
+
+
+# ----------------------------------------------------------------------------------------------
+# F3: coverage vs sharpening
+# ----------------------------------------------------------------------------------------------
+def metric_gains(df: pd.DataFrame, top: float) -> dict:
+    """At the top budget: per metric, the curve over n, its argmax, and the gain (points) from the
+    smallest n to the val-avg-optimal n."""
+    avg = curve_at(df, top, "val_avg")
+    n_opt, n_min = argmax_n(avg), min(avg)
+    out = {"n_opt_avg": n_opt}
+    for m in ("val_best", "val_worst"):
+        c = curve_at(df, top, m)
+        out[m] = {"curve": c, "argmax_n": argmax_n(c), "gain_pp": 100 * (c[n_opt] - c[n_min])}
+    return out
+
+
+def score_f3(df_easy: pd.DataFrame, df_hard: pd.DataFrame, top: float) -> dict:
+    """Easy: worst@4 gains more than best@4 (sharpening); hard: best@4 gains more (coverage)."""
+    e, h = metric_gains(df_easy, top), metric_gains(df_hard, top)
+    easy_ok = e["val_worst"]["gain_pp"] > e["val_best"]["gain_pp"]
+    hard_ok = h["val_best"]["gain_pp"] > h["val_worst"]["gain_pp"]
+    return {"easy": e, "hard": h, "easy_sharpening": bool(easy_ok), "hard_coverage": bool(hard_ok),
+            "holds": bool(easy_ok and hard_ok)}
+
+
+# ----------------------------------------------------------------------------------------------
+# F4 (theory): one problem, tabular softmax
+# ----------------------------------------------------------------------------------------------
+def score_f4_theory(preset: str | dict = "hard", *, policy: str = "tabular", n_problems: int = 1,
+                    b_p: int | None = None,
+                    budget: float = 2e4, n_values: Sequence[int] = (4, 64),
+                    seeds: Sequence[int] = tuple(range(8)), **overrides: Any) -> dict:
+    """Train reward at equal rollouts: smallest n vs largest n. Holds when the smallest n wins
+    (sequential beats parallel). Default: one problem, tabular, no KL/entropy (the theory's setting)."""
+    base = settings(preset, policy=policy, n_train=n_problems, n_val=max(1, n_problems),
+                    b_p=b_p or n_problems,
+                    kl=0.0, entropy=0.0)
+    base.update(overrides)
+    cfgs = [dict(base, n=n, budget=float(budget), seed=s) for n in n_values for s in seeds]
+    df = run(cfgs)
+    metric = "train_reward"
+    curve = curve_at(df, budget, metric)
+    lo, hi = min(n_values), max(n_values)
+    return {"policy": policy, "n_problems": n_problems, "budget": budget, "train_reward": curve,
+            "holds": bool(curve[lo] > curve[hi])}
+
+
+# ----------------------------------------------------------------------------------------------
+# F5: B_p marginal
+# ----------------------------------------------------------------------------------------------
+def score_f5(preset: str | dict, scale: Scale = QUICK, b_p_values: Sequence[int] = (8, 16, 32, 64),
+             n_values: Sequence[int] | None = None, **overrides: Any) -> dict:
+    """Spread (max - min, points) of val avg over B_p at fixed n, averaged over n, against the spread
+    over n at fixed B_p; holds when the B_p spread is below half the n spread."""
+    n_values = tuple(n_values or scale.n_values)
+    base = settings(preset, n_train=scale.n_train, n_val=scale.n_val, **overrides)
+    cfgs = [dict(base, n=n, b_p=b, budget=float(scale.budget), seed=s)
+            for n in n_values for b in b_p_values for s in scale.seeds if b <= scale.n_train]
+    df = run(cfgs)
+    v = values_at(df, scale.budget)
+    v["b_p"] = df.groupby("run_id", sort=False)["b_p"].first().reindex(v["run_id"]).to_numpy()
+    table = v.groupby(["n", "b_p"])["value"].mean().unstack()
+    over_bp = 100 * (table.max(axis=1) - table.min(axis=1)).mean()
+    over_n = 100 * (table.max(axis=0) - table.min(axis=0)).mean()
+    return {"table": {int(n): {int(b): float(x) for b, x in row.items()} for n, row in table.iterrows()},
+            "spread_over_b_p_pp": float(over_bp), "spread_over_n_pp": float(over_n),
+            "holds": bool(over_bp < 0.5 * over_n)}
+
+
+# ----------------------------------------------------------------------------------------------
+# F6: interference histograms
+# ----------------------------------------------------------------------------------------------
+def hist_summary(df: pd.DataFrame, budget: float) -> dict:
+    """Seed-mean pass@1 histogram, share stuck (< 0.01) and solved, TV distance from uniform."""
+    from isosim.records import HIST_COLUMNS
+
+    cols = list(HIST_COLUMNS) + ["train_frac_zero", "train_frac_solved", "train_reward"]
+    out = {}
+    for c in cols:
+        out[c] = float(values_at(df, budget, c)["value"].mean())
+    h = np.array([out[c] for c in HIST_COLUMNS])
+    out["tv_from_uniform"] = float(0.5 * np.abs(h - 1.0 / len(h)).sum())
+    out["hist"] = h.tolist()
+    return out
+
+
+def score_f6(preset: str | dict, scale: Scale = QUICK, n_lo: int = 8, n_hi: int = 128, epochs_hi: float = 1.0,
+             **overrides: Any) -> dict:
+    """Matched compute: n_lo for ``epochs_hi * n_hi / n_lo`` epochs vs n_hi for ``epochs_hi`` epochs
+    (paper: n = 8 x 16 epochs vs n = 128 x 1). Holds when the larger n leaves fewer training problems
+    stuck at pass@1 < 0.01 and a histogram closer to uniform."""
+    budget = float(epochs_hi * scale.n_train * n_hi)
+    base = settings(preset, n_train=scale.n_train, n_val=scale.n_val, b_p=scale.b_p, **overrides)
+    cfgs = [dict(base, n=n, budget=budget, seed=s) for n in (n_lo, n_hi) for s in scale.seeds]
+    df = run(cfgs)
+    lo = hist_summary(df[df["n"] == n_lo], budget)
+    hi = hist_summary(df[df["n"] == n_hi], budget)
+    base_h = hist_summary(df[df["step"] == 0].assign(rollouts=budget), budget)
+    fewer_stuck = hi["train_frac_zero"] < lo["train_frac_zero"]
+    closer = hi["tv_from_uniform"] < lo["tv_from_uniform"]
+    return {"budget": budget, "n_lo": n_lo, "n_hi": n_hi, "base": base_h, "small_n": lo, "large_n": hi,
+            "stuck_diff_pp": 100 * (lo["train_frac_zero"] - hi["train_frac_zero"]),
+            "fewer_stuck": bool(fewer_stuck), "closer_to_uniform": bool(closer),
+            "holds": bool(fewer_stuck and closer)}
+
+
+# ----------------------------------------------------------------------------------------------
+# F8: training-set size
+# ----------------------------------------------------------------------------------------------
+def score_f8(preset: str | dict, scale: Scale = QUICK, n_small: int = 32, n_large: int | None = None,
+             **overrides: Any) -> dict:
+    """n* at the top budget with ``n_small`` training problems below n* with ``n_large``."""
+    n_large = n_large or scale.n_train
+    small = run_q1(preset, replace(scale, n_train=n_small, b_p=min(scale.b_p, n_small)), **overrides)
+    large = run_q1(preset, replace(scale, n_train=n_large), **overrides)
+    cs, cl = curve_at(small, scale.budget), curve_at(large, scale.budget)
+    return {"n_small": n_small, "n_large": n_large, "curve_small": cs, "curve_large": cl,
+            "n_star_small": argmax_n(cs), "n_star_large": argmax_n(cl),
+            "holds": bool(argmax_n(cs) < argmax_n(cl))}
+
+
+# ----------------------------------------------------------------------------------------------
+# F9: baseline decoupling
+# ----------------------------------------------------------------------------------------------
+def score_f9(preset: str | dict, scale: Scale = QUICK, b_p: int = 128, n_lo: int = 64, n_hi: int = 256,
+             steps: int = 200, **overrides: Any) -> dict:
+    """B_p = 128, equal update steps: val avg of n_hi, decoupled (n_lo update, n_hi baseline), n_lo.
+    Holds when n_hi > decoupled > n_lo. Matched-compute values (rollouts counting the baseline's
+    draws, at the smallest final compute of the three) are reported alongside."""
+    n_train = max(scale.n_train, b_p)
+    base = settings(preset, n_train=n_train, n_val=scale.n_val, b_p=b_p, **overrides)
+    arms = {"n_hi": dict(n=n_hi), "decoupled": dict(n=n_lo, n_est=n_hi), "n_lo": dict(n=n_lo)}
+    cfgs = [dict(base, **a, steps=steps, budget=None, seed=s) for a in arms.values() for s in scale.seeds]
+    df = run(cfgs)
+    arm_of = {}
+    for name, a in arms.items():
+        for s in scale.seeds:
+            arm_of[SimConfig(**dict(base, **a, steps=steps, budget=None, seed=s)).run_id] = name
+    df = df.assign(arm=df["run_id"].map(arm_of))
+    last = df[df["step"] == steps].groupby("arm")["val_avg"].mean()
+    c_match = float(df.groupby("run_id")["rollouts"].max().min())
+    matched = values_at(df, c_match, by="arm").groupby("arm")["value"].mean()
+    at_steps = {k: float(last[k]) for k in arms}
+    return {"b_p": b_p, "steps": steps, "val_avg_at_steps": at_steps,
+            "matched_compute": c_match, "val_avg_at_compute": {k: float(matched[k]) for k in arms},
+            "holds": bool(at_steps["n_hi"] > at_steps["decoupled"] > at_steps["n_lo"])}
+
+
+# ----------------------------------------------------------------------------------------------
+# Everything at once
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """Scores of one easy/hard pair of settings at one scale."""
+
+    scale: dict
+    easy: dict
+    hard: dict
+    scores: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line per finding: holds or not, and its key numbers."""
+        s = self.scores
+        lines = []
+        for key, val in s.items():
+            flag = "OK " if val.get("holds") else "no "
+            lines.append(f"{key:8s} {flag} {_brief(key, val)}")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        """JSON of the report (numbers only)."""
+        return json.dumps(_jsonable(asdict(self)), indent=1)
+
+
+def _brief(key: str, v: dict) -> str:
+    if key.startswith("F1"):
+        return (f"n*(C)={v['n_star']} top={v['n_star_top']} gain={v['gain_pp']:.1f}pp over n={v['n_ref']} "
+                f"drop@max={v['drop_at_max_n_pp']:.1f}pp seeds={v['per_seed_holds']}")
+    if key == "F2":
+        return f"easy n*={v['n_star_easy']} hard n*={v['n_star_hard']} per seed {v['per_seed']}"
+    if key == "F3":
+        e, h = v["easy"], v["hard"]
+        return (f"easy best {e['val_best']['gain_pp']:+.1f} worst {e['val_worst']['gain_pp']:+.1f}; "
+                f"hard best {h['val_best']['gain_pp']:+.1f} worst {h['val_worst']['gain_pp']:+.1f} (pp)")
+    if key.startswith("F4"):
+        return f"train reward {_r(v['train_reward'])}"
+    if key.startswith("F5"):
+        return f"spread over B_p {v['spread_over_b_p_pp']:.2f}pp vs over n {v['spread_over_n_pp']:.2f}pp"
+    if key.startswith("F6"):
+        return (f"stuck n={v['n_lo']}: {v['small_n']['train_frac_zero']:.3f} n={v['n_hi']}: "
+                f"{v['large_n']['train_frac_zero']:.3f}; TV {v['small_n']['tv_from_uniform']:.3f} vs "
+                f"{v['large_n']['tv_from_uniform']:.3f}")
+    if key.startswith("F8"):
+        return f"n* small set {v['n_star_small']} large set {v['n_star_large']}"
+    if key.startswith("F9"):
+        return f"at steps {_r(v['val_avg_at_steps'])} at compute {_r(v['val_avg_at_compute'])}"
+    return ""
+
+
+def _r(d: dict) -> str:
+    return "{" + ", ".join(f"{k}: {x:.4f}" for k, x in d.items()) + "}"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    return obj
+
+
+FINDINGS = ("F1", "F2", "F3", "F4", "F5", "F6", "F8", "F9")
+
+
+def evaluate(easy: str | dict = "easy", hard: str | dict = "hard", scale: Scale = QUICK,
+             findings: Sequence[str] = FINDINGS, easy_overrides: dict | None = None,
+             hard_overrides: dict | None = None) -> Report:
+    """Score an easy/hard pair of settings on the findings asked for."""
+    for f in findings:
+        if f not in FINDINGS:
+            raise IsosimError(f"unknown finding {f!r} (use {', '.join(FINDINGS)})")
+    eo, ho = dict(easy_overrides or {}), dict(hard_overrides or {})
+    need_q1 = {"F1", "F2", "F3"} & set(findings)
+    d_e = run_q1(easy, scale, **eo) if need_q1 else None
+    d_h = run_q1(hard, scale, **ho) if need_q1 else None
+    s: dict[str, dict] = {}
+    if "F1" in findings:
+        s["F1-easy"] = score_f1(d_e, scale.budget, scale.n_grid)
+        s["F1-hard"] = score_f1(d_h, scale.budget, scale.n_grid)
+    if "F2" in findings:
+        s["F2"] = score_f2(d_e, d_h, scale.budget)
+    if "F3" in findings:
+        s["F3"] = score_f3(d_e, d_h, scale.budget)
+    if "F4" in findings:
+        s["F4-tabular"] = score_f4_theory(hard, seeds=tuple(range(8)))
+        s["F4-linear"] = score_f4_theory(hard, policy="linear", n_problems=scale.n_train, b_p=scale.b_p,
+                                         budget=scale.budget, n_values=(min(scale.n_values), 64),
+                                         seeds=scale.seeds, kl=settings(hard, **ho)["kl"])
+    if "F5" in findings:
+        s["F5-easy"] = score_f5(easy, scale, **eo)
+    if "F6" in findings:
+        s["F6-hard"] = score_f6(hard, scale, **ho)
+        s["F6-tabular"] = score_f6(hard, scale, policy="tabular", **ho)
+    if "F8" in findings:
+        s["F8-easy"] = score_f8(easy, scale, **eo)
+    if "F9" in findings:
+        s["F9-easy"] = score_f9(easy, scale, **eo)
+    name = lambda p: p if isinstance(p, str) else "custom"  # noqa: E731
+    return Report(scale=asdict(scale), easy={"preset": name(easy), **eo}, hard={"preset": name(hard), **ho},
+                  scores=s)

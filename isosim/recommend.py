@@ -1,0 +1,148 @@
+"""The playbook as a function: a budget and a difficulty profile in, an allocation out.
+
+``recommend`` simulates (or reuses a cached) Q1 sweep for the user's profile up to the user's
+budget, reads ``n*`` at that budget with the frontier analysis, and fills in the rest the way
+the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
+
+1. ``n``: the simulated compute-optimal n at the budget (capped by the hardware batch).
+2. ``B_p``: a moderate value; B_p matters little between 32 and 1024, too small a B_p
+   destabilises hard sets, so take the largest power of two in [32, 256] that leaves at least
+   ``MIN_STEPS`` sequential updates and fits ``b_max`` and the data set.
+3. ``M``: the rest of the budget, ``floor(C / (B_p * n))``.
+4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (square-root scaling from the paper's base).
+5. KL and entropy: on for easy sets (without them entropy collapses), off for hard sets and
+   mixes (with them entropy and length explode). "Hard" = at least half the problems with base
+   pass@1 below 1/16.
+
+Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
+rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+
+MIN_STEPS = 100
+B_P_CHOICES = (256, 128, 64, 32)
+BASE_LR, B_REF = 1e-6, 1024
+HARD_P = 1.0 / 16
+
+
+@dataclass
+class Recommendation:
+    """What to run, and why."""
+
+    budget: float
+    n: int
+    b_p: int
+    m: int
+    lr: float
+    kl: bool
+    entropy: bool
+    recipe: str
+    n_sat: float
+    n_sat_ci: list | None
+    metric: str
+    predicted: dict  # budgets, n_star, reward of the simulated frontier
+    reasons: dict = field(default_factory=dict)
+    sweep_dir: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    """Where simulated sweeps for recommendations are kept (``ISOSIM_CACHE`` overrides)."""
+    root = os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim"
+    return Path(root) / "recommend"
+
+
+def hard_share(profile_spec: str, draws: int = 4096) -> float:
+    """Share of problems with base pass@1 below 1/16 under a profile (a seeded sample)."""
+    from isosim.profiles import get_profile
+
+    p = get_profile(profile_spec).sample(draws, np.random.default_rng(0))
+    return float((p < HARD_P).mean())
+
+
+def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple[int, str]:
+    """A moderate B_p leaving at least MIN_STEPS updates (the paper's finding 5)."""
+    limit = problems if problems is not None else math.inf
+    for b_p in B_P_CHOICES:
+        if b_p * n <= b_max and b_p <= limit and budget // (b_p * n) >= MIN_STEPS:
+            return b_p, (f"B_p matters little in 32-1024 (paper: 1.9-2.2% spread vs 3.8-9.2% over n); "
+                         f"{b_p} is the largest of {list(B_P_CHOICES)} that fits B_max and leaves >= {MIN_STEPS} steps")
+    fits = [b for b in sorted(B_P_CHOICES) if b * n <= b_max and b <= limit]
+    b_p = fits[0] if fits else max(1, min(int(limit), b_max // n))
+    return b_p, (f"the budget allows fewer than {MIN_STEPS} steps at any B_p in {list(B_P_CHOICES)}; "
+                 f"the smallest that fits ({b_p}) keeps the most sequential updates")
+
+
+def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
+              problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
+              progress: bool = False) -> Recommendation:
+    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
+    from isosim import analysis, sweep
+    from isosim.presets import get_preset
+
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
+        raise IsosimError(f"budget must be a positive number of rollouts (got {budget!r})")
+    if b_max < 1:
+        raise IsosimError(f"max batch must be >= 1 (got {b_max})")
+    if problems is not None and problems < 1:
+        raise IsosimError(f"problems must be >= 1 (got {problems})")
+    smallest_step = min(B_P_CHOICES) * 4
+    if min(B_P_CHOICES) > b_max:
+        raise IsosimError(f"max batch {b_max} is smaller than the smallest B_p ({min(B_P_CHOICES)}) "
+                          "the recipe uses; raise --max-batch")
+    if budget < smallest_step:
+        raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation "
+                          f"(B_p {min(B_P_CHOICES)} x n 4 = {smallest_step})")
+    name = preset or "easy"
+    overrides: dict[str, Any] = {}
+    if profile is not None:
+        from isosim.profiles import read_profile
+
+        read_profile(profile)
+        overrides["profile"] = str(Path(profile).resolve())
+    if problems is not None and not quick:
+        overrides["n_train"] = int(max(problems, 32))
+    settings = {**get_preset(name), **overrides}
+    plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=float(budget),
+                                 b_max=b_max, **overrides)
+    store = cache_dir() / plan.plan_id
+    df = sweep.run_sweep(plan, store, progress=progress)
+    result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0)
+    n = int(result["n_star"][-1])
+    reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts "
+                     f"({metric}); the fitted saturation is n_sat = {result['fit']['n_sat']:.0f}")}
+    if n * min(B_P_CHOICES) > b_max:
+        n = max(1, b_max // min(B_P_CHOICES))
+        reasons["n"] += f"; capped to {n} so that B_p * n fits the max batch {b_max}"
+    b_p, reasons["b_p"] = choose_b_p(n, budget, b_max, problems)
+    m = int(budget // (b_p * n))
+    if m < 1:
+        raise IsosimError(f"budget {budget:g} is below one step at n = {n}, B_p = {b_p}")
+    reasons["m"] = f"the rest of the budget goes to sequential steps: floor({budget:g} / ({b_p} x {n})) = {m}"
+    lr = BASE_LR * math.sqrt(b_p * n / B_REF)
+    reasons["lr"] = f"square-root scaling: 1e-6 * sqrt({b_p * n} / 1024) (linear was unstable at B = 8192)"
+    share = hard_share(settings.get("profile", name))
+    hard = share >= 0.5 or (":" in name and "hard" in name)
+    recipe = "hard" if hard else "easy"
+    reasons["kl"] = (f"{share:.0%} of problems have base pass@1 < 1/16: "
+                     + ("hard recipe, no KL and no entropy bonus (they make entropy and length explode)"
+                        if hard else "easy recipe, KL to base + entropy bonus (without them entropy collapses)"))
+    return Recommendation(
+        budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=not hard, entropy=not hard, recipe=recipe,
+        n_sat=float(result["fit"]["n_sat"]), n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
+        predicted={"budgets": result["budgets"], "n_star": result["n_star"], "reward": result["reward"]},
+        reasons=reasons, sweep_dir=str(store),
+    )

@@ -1,0 +1,116 @@
+"""The isosim command, run as a user runs it: outputs, schema, and one-line errors with exit 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def isosim(*args, cwd=None):
+    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=600,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
+
+
+def check_frontier(path: Path):
+    data = json.loads(path.read_text())
+    for key in ("budgets", "n_star", "reward", "metric", "fit"):
+        assert key in data, key
+    assert len(data["n_star"]) == len(data["budgets"]) > 0
+    assert all(isinstance(n, int) for n in data["n_star"])
+    for key in ("n_sat", "log_c_mid", "slope", "n_sat_ci", "log_c_mid_ci", "slope_ci"):
+        assert key in data["fit"], key
+    return data
+
+
+@pytest.fixture(scope="module")
+def explored(tmp_path_factory):
+    out = tmp_path_factory.mktemp("explore") / "run"
+    res = isosim("explore", "--preset", "easy", "--quick", "--n-boot", "20", "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+def test_explore_quick_writes_store_frontier_and_figures(explored):
+    out, res = explored
+    data = check_frontier(out / "frontier.json")
+    assert data["metric"] == "val_avg"
+    assert (out / "plan.json").exists() and (out / "manifest.json").exists()
+    for fig in ("frontier.png", "frontier.svg", "n_star.png"):
+        assert (out / fig).stat().st_size > 1000, fig
+    assert "n_sat" in res.stdout and "frontier.json" in res.stdout
+
+
+def test_explore_rerun_resumes_without_rerunning(explored):
+    out, _ = explored
+    before = json.loads((out / "manifest.json").read_text())
+    res = isosim("explore", "--preset", "easy", "--quick", "--n-boot", "20", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "manifest.json").read_text())["chunks"] == before["chunks"]
+
+
+def test_analyze_store_and_csv(explored, tmp_path):
+    out, _ = explored
+    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0", "--out", tmp_path / "a")
+    assert res.returncode == 0, res.stderr
+    assert check_frontier(tmp_path / "a" / "frontier.json")["metric"] == "val_worst"
+    # a user's own table: only the documented columns
+    df = pd.read_parquet(next((out / "records").glob("*.parquet")))
+    csv = tmp_path / "mine.csv"
+    df[["n", "b_p", "seed", "rollouts", "val_avg", "val_best", "val_worst"]].to_csv(csv, index=False)
+    res = isosim("analyze", csv, "--n-boot", "10")
+    assert res.returncode == 0, res.stderr
+    check_frontier(tmp_path / "mine_analysis" / "frontier.json")
+
+
+def _bad(res, *words):
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_bad_input_one_line_exit_2(explored, tmp_path):
+    out, _ = explored
+    _bad(isosim("explore", "--preset", "nightmare", "--quick", "--out", tmp_path / "x"), "nightmare")
+    _bad(isosim("explore", "--quick", "--budget-max", "-5", "--out", tmp_path / "x"), "budget")
+    _bad(isosim("explore", "--quick", "--question", "q9", "--out", tmp_path / "x"), "q9")
+    _bad(isosim("explore", "--preset", "hard", "--quick", "--out", out), "another plan")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    _bad(isosim("analyze", empty), "empty.csv")
+    nocols = tmp_path / "nocols.csv"
+    pd.DataFrame({"a": [1, 2]}).to_csv(nocols, index=False)
+    _bad(isosim("analyze", nocols), "missing column")
+    _bad(isosim("analyze", out, "--metric", "val_magic", "--out", tmp_path / "m"), "val_magic")
+    _bad(isosim("analyze", tmp_path / "does-not-exist.csv"), "no such")
+    prof = tmp_path / "prof.json"
+    prof.write_text('{"rates": [0.5, 2.0]}')
+    _bad(isosim("explore", "--quick", "--profile", prof, "--out", tmp_path / "p"), "[0, 1]")
+
+
+def test_help_is_fast_and_light():
+    res = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cli"], capture_output=True,
+                         text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert "torch" not in res.stderr and "transformers" not in res.stderr
+    res = isosim("--help")
+    assert res.returncode == 0 and "explore" in res.stdout
+
+
+def test_explore_never_imports_llm_stacks(tmp_path):
+    code = ("import sys, cli\nsys.argv=['isosim','explore','--quick','--n-boot','0','--out',sys.argv[1]]\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "bad=[m for m in ('transformers','vllm','accelerate') if m in sys.modules]\n"
+            "assert not bad, bad\nprint('clean')")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "e")], capture_output=True, text=True,
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
+    assert "clean" in res.stdout, res.stderr
+    assert np.isfinite(json.loads((tmp_path / "e" / "frontier.json").read_text())["reward"]).all()
