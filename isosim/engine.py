@@ -421,19 +421,21 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                 idx_np[r, :, : c.b_p] = st.problems(CHUNK)
                 if c.n <= DIRECT_MAX:
                     u_np[r, :, : c.b_p, : c.n] = st.uniforms(CHUNK)
-            sched = torch.as_tensor(idx_np, device=device)
-            u_all = torch.as_tensor(u_np, dtype=dtype, device=device) if u_np is not None else None
-            # gather the chunk's problem tensors once: [R, CHUNK, Bmax, ...]
-            rows_c = v["pop_idx"][:, None, None]
+            # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
+            sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
+            u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
+                     if u_np is not None else None)
+            # gather the chunk's problem tensors once
+            rows_c = v["pop_idx"][None, :, None]
             chunk = {"z0": pop.z0[rows_c, sched], "correct": pop.correct[rows_c, sched],
                      "logpi0": logpi0_all[rows_c, sched]}
             if has_len:
                 chunk["length"] = pop.length[rows_c, sched].nan_to_num(0.0)
         s = t % CHUNK
-        idx = sched[:, s]
-        u = u_all[:, s].contiguous() if u_all is not None else None
+        idx = sched[s]
+        u = u_all[s] if u_all is not None else None
         rows_ix = v["pop_idx"][:, None]
-        here = {k: x[:, s] for k, x in chunk.items()}
+        here = {k: x[s] for k, x in chunk.items()}
 
         # ---- forward: logits of the batch problems ------------------------------------------
         U = pop.U[rows_ix, idx] if "theta" in b.params else None
@@ -505,9 +507,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             alive = [r for r, sch in enumerate(b.schedule) if sch]
             if len(alive) < len(b.cfgs):
                 ix = torch.as_tensor(alive, dtype=torch.long, device=device)
-                sched = sched[ix]
-                u_all = u_all[ix] if u_all is not None else None
-                chunk = {k: x[ix] for k, x in chunk.items()}
+                sched = sched[:, ix]
+                u_all = u_all[:, ix] if u_all is not None else None
+                chunk = {k: x[:, ix] for k, x in chunk.items()}
                 b.keep(alive)
     return rows
 
