@@ -210,3 +210,18 @@ def test_lr_rule():
     assert c.replace(lr_rule="linear").step_lr == pytest.approx(4.0)
     assert c.replace(lr_rule="constant").step_lr == pytest.approx(1.0)
     assert math.isclose(c.total_steps, 1e6 // 4096)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_matches_cpu():
+    """Same per-run random streams on both devices: results agree up to float rounding."""
+    cfgs = [SimConfig(n=n, budget=4000, seed=s, kl=0.5, **SMALL) for n in (4, 100) for s in (0, 1)]
+    cpu, gpu = simulate(cfgs), simulate(cfgs, device="cuda")
+    np.testing.assert_allclose(cpu.val_avg, gpu.val_avg, atol=1e-6)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_cuda_request_without_gpu_is_a_clear_error():
+    with pytest.raises(IsosimError, match="CUDA is not available"):
+        simulate([SimConfig(steps=2, **SMALL)], device="cuda")
