@@ -39,7 +39,7 @@ def explore(
     question: str = typer.Option("q1", help="q1: fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
     seeds: int = typer.Option(3, min=1, help="how many seeds per cell"),
     seed: int = typer.Option(0, help="base seed (seeds seed .. seed+seeds-1)"),
-    budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 3e4)"),
+    budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
     metric: str = typer.Option("avg", help="avg, best, worst (validation avg@k, best@k, worst@k) or a column"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     quick: bool = typer.Option(False, "--quick", help="a small grid that finishes in seconds"),
@@ -137,6 +137,120 @@ def recommend(
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)
     typer.echo(f"predicted n_sat = {r.n_sat:.0f}; simulated sweep in {r.sweep_dir}")
+
+
+@app.command()
+def calibrate(
+    model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
+    data: str = typer.Option(..., help="problems: JSON Lines {id, problem, answer} or hf:NAME[:CONFIG]"),
+    k: int = typer.Option(16, min=1, help="samples per problem (the paper's difficulty is avg@16)"),
+    sampler: str = typer.Option("hf", help="hf (transformers generate) or vllm (GPU)"),
+    limit: Optional[int] = typer.Option(None, min=1, help="calibrate only the first N problems"),
+    out: Path = typer.Option(Path("profile.json"), help="profile JSON to write (explore --profile, train --calibration)"),
+    splits: Optional[Path] = typer.Option(None, help="also write easy.jsonl / hard.jsonl (avg@k bands) into this folder"),
+    max_new_tokens: int = typer.Option(1024, min=1, help="maximum response tokens (use what your runs use)"),
+    seed: int = typer.Option(0, help="sampling seed"),
+    temperature: float = typer.Option(0.6, help="sampling temperature (the runs' temperature)"),
+    instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction)"),
+    precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
+    batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
+) -> None:
+    """Measure the base model's pass rate on each problem: the profile explore/recommend/validate read."""
+    from llm_runs.calibrate import CalibrateSettings
+    from llm_runs.calibrate import calibrate as run_calibration
+    from llm_runs.config import DEFAULT_INSTRUCTION
+
+    settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
+                                 max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
+                                 instruction=DEFAULT_INSTRUCTION if instruction is None else instruction,
+                                 precision=precision, batch_size=batch_size)
+    run_calibration(settings, out=out, splits=splits, log=lambda s: typer.echo(s))
+
+
+@app.command()
+def validate(
+    model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
+    data: str = typer.Option(..., help="training problems (JSON Lines or hf:NAME)"),
+    budget: float = typer.Option(..., help="sampling budget of every run, in rollouts"),
+    preset: Optional[str] = typer.Option(None, help="difficulty preset to predict with (default easy)"),
+    profile: Optional[Path] = typer.Option(None, help="measured profile from isosim calibrate (instead of --preset)"),
+    n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values (default: n_sat/4, n_sat, 4*n_sat)"),
+    b_p: Optional[int] = typer.Option(None, "--b-p", min=1, help="problems per batch of every run (default: recommended)"),
+    seeds: int = typer.Option(1, min=1, help="runs per n (seeds 0..seeds-1)"),
+    min_steps: int = typer.Option(4, min=1, help="clip n so that every run gets at least this many steps"),
+    launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
+    config: Optional[Path] = typer.Option(None, help="base llm_runs.train settings (JSON/YAML) for every run"),
+    set_: list[str] = typer.Option([], "--set", help="llm_runs.train setting key=value for every run (repeatable)"),
+    metric: str = typer.Option("avg", help="avg, best or worst: the validation metric compared"),
+    n_boot: int = typer.Option(100, min=0, help="bootstrap resamples of the frontier analysis"),
+    quick: bool = typer.Option(False, "--quick", help="predict from a small simulated sweep (seconds; for tests)"),
+    partition: Optional[str] = typer.Option(None, help="slurm: partition"),
+    time_min: int = typer.Option(24 * 60, help="slurm: time limit per job, minutes (jobs requeue and resume)"),
+    nodes: int = typer.Option(1, min=1, help="slurm: nodes per run"),
+    gpus_per_node: int = typer.Option(8, min=1, help="slurm: GPUs per node (accelerate processes)"),
+    cpus_per_task: int = typer.Option(32, min=1, help="slurm: CPUs per node"),
+    mem_gb: Optional[int] = typer.Option(None, help="slurm: memory per node, GB"),
+    array_parallelism: int = typer.Option(16, min=1, help="slurm: runs at once"),
+    account: Optional[str] = typer.Option(None, help="slurm: account"),
+    qos: Optional[str] = typer.Option(None, help="slurm: QOS"),
+    accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP/FSDP/DeepSpeed)"),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
+) -> None:
+    """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C)."""
+    from isosim.errors import IsosimError
+    from isosim.report import metric_column
+    from llm_runs import validate as val
+
+    if launcher not in ("local", "slurm"):
+        raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
+    if preset is not None and profile is not None:
+        raise IsosimError("give --preset or --profile, not both")
+    if budget <= 0 or budget != int(budget):
+        raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
+    n_list = None
+    if n:
+        try:
+            n_list = [int(x) for x in n.split(",") if x.strip()]
+        except ValueError:
+            raise IsosimError(f"--n {n!r}: expected comma-separated integers, e.g. 4,16,64") from None
+    if profile is not None:
+        from isosim.profiles import read_profile
+
+        read_profile(profile)
+    opts = val.SlurmOptions(partition=partition, time_min=time_min, nodes=nodes, gpus_per_node=gpus_per_node,
+                            cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
+                            account=account, qos=qos,
+                            accelerate_config=str(accelerate_config) if accelerate_config else None)
+    settings = val.base_settings(str(config) if config else None, val.parse_sets(set_))
+    out = out or _fresh_out("validate")
+    request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
+               "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
+               "min_steps": min_steps, "settings": settings, "metric": metric_column(metric), "quick": quick}
+
+    def build() -> "val.ValidationPlan":
+        problems = val.count_train_problems(model, data, settings)
+        predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
+                                problems=problems, metric=metric_column(metric), quick=quick)
+        return val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
+                             out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, request=request)
+
+    plan = val.load_or_make_plan(out, request, build)
+    val.write_plan(plan)
+    for line in val.describe(plan, launcher, opts):
+        typer.echo(line)
+    if dry_run:
+        typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
+        return
+    if launcher == "local":
+        val.run_local(plan, log=lambda s: typer.echo(s))
+    else:
+        jobs = val.submit_slurm(plan, opts, wait=wait, log=lambda s: typer.echo(s))
+        if jobs and not wait:
+            typer.echo("submitted; rerun the same command once the jobs finish to analyse")
+            return
+    val.analyse(plan, metric=metric, n_boot=n_boot, log=lambda s: typer.echo(s))
 
 
 def main() -> None:

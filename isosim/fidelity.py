@@ -195,6 +195,7 @@ def score_f1(df: pd.DataFrame, top: float, n_grid: int = 9, n_ref: int = 8) -> d
     return {
         "budgets": grid.tolist(), "n_star": stars, "val_avg_at_top": curve,
         "n_star_top": n_top, "n_ref": ref, "gain_pp": 100 * (curve[n_top] - curve[ref]),
+        "gain_over_min_pp": 100 * (curve[n_top] - curve[min(ns)]),
         "drop_at_max_n_pp": 100 * (curve[n_top] - curve[max(ns)]),
         "rises": bool(stars[-1] > stars[0]), "saturates": bool(n_top < max(ns)),
         "per_seed_holds": seeds,
@@ -242,15 +243,19 @@ def score_f3(df_easy: pd.DataFrame, df_hard: pd.DataFrame, top: float) -> dict:
 # ----------------------------------------------------------------------------------------------
 # F4 (theory): one problem, tabular softmax
 # ----------------------------------------------------------------------------------------------
+THEORY = dict(kl=0.0, entropy=0.0, optimizer="sgd", lr=1.0, lr_rule="constant", adv="drgrpo", wd=0.0)
+"""the theory's setting: plain stochastic policy gradient, constant step, mean baseline"""
+
+
 def score_f4_theory(preset: str | dict = "hard", *, policy: str = "tabular", n_problems: int = 1,
                     b_p: int | None = None,
                     budget: float = 2e4, n_values: Sequence[int] = (4, 64),
                     seeds: Sequence[int] = tuple(range(8)), **overrides: Any) -> dict:
     """Train reward at equal rollouts: smallest n vs largest n. Holds when the smallest n wins
-    (sequential beats parallel). Default: one problem, tabular, no KL/entropy (the theory's setting)."""
+    (sequential beats parallel). Default: one problem, tabular, in the theory's setting
+    (``THEORY``: plain stochastic PG, constant step); ``overrides`` replace any of it."""
     base = settings(preset, policy=policy, n_train=n_problems, n_val=max(1, n_problems),
-                    b_p=b_p or n_problems,
-                    kl=0.0, entropy=0.0)
+                    b_p=b_p or n_problems, **THEORY)
     base.update(overrides)
     cfgs = [dict(base, n=n, budget=float(budget), seed=s) for n in n_values for s in seeds]
     df = run(cfgs)
@@ -301,10 +306,11 @@ def hist_summary(df: pd.DataFrame, budget: float) -> dict:
 
 
 def score_f6(preset: str | dict, scale: Scale = QUICK, n_lo: int = 8, n_hi: int = 128, epochs_hi: float = 1.0,
-             **overrides: Any) -> dict:
+             min_stuck_pp: float = 2.0, **overrides: Any) -> dict:
     """Matched compute: n_lo for ``epochs_hi * n_hi / n_lo`` epochs vs n_hi for ``epochs_hi`` epochs
-    (paper: n = 8 x 16 epochs vs n = 128 x 1). Holds when the larger n leaves fewer training problems
-    stuck at pass@1 < 0.01 and a histogram closer to uniform."""
+    (paper: n = 8 x 16 epochs vs n = 128 x 1). Holds when the larger n leaves at least
+    ``min_stuck_pp`` points fewer training problems stuck at pass@1 < 0.01 and a histogram no
+    further from uniform."""
     budget = float(epochs_hi * scale.n_train * n_hi)
     base = settings(preset, n_train=scale.n_train, n_val=scale.n_val, b_p=scale.b_p, **overrides)
     cfgs = [dict(base, n=n, budget=budget, seed=s) for n in (n_lo, n_hi) for s in scale.seeds]
@@ -312,8 +318,8 @@ def score_f6(preset: str | dict, scale: Scale = QUICK, n_lo: int = 8, n_hi: int 
     lo = hist_summary(df[df["n"] == n_lo], budget)
     hi = hist_summary(df[df["n"] == n_hi], budget)
     base_h = hist_summary(df[df["step"] == 0].assign(rollouts=budget), budget)
-    fewer_stuck = hi["train_frac_zero"] < lo["train_frac_zero"]
-    closer = hi["tv_from_uniform"] < lo["tv_from_uniform"]
+    fewer_stuck = 100 * (lo["train_frac_zero"] - hi["train_frac_zero"]) >= min_stuck_pp
+    closer = hi["tv_from_uniform"] <= lo["tv_from_uniform"]
     return {"budget": budget, "n_lo": n_lo, "n_hi": n_hi, "base": base_h, "small_n": lo, "large_n": hi,
             "stuck_diff_pp": 100 * (lo["train_frac_zero"] - hi["train_frac_zero"]),
             "fewer_stuck": bool(fewer_stuck), "closer_to_uniform": bool(closer),
@@ -459,10 +465,11 @@ def evaluate(easy: str | dict = "easy", hard: str | dict = "hard", scale: Scale 
                                          budget=scale.budget, n_values=(min(scale.n_values), 64),
                                          seeds=scale.seeds, kl=settings(hard, **ho)["kl"])
     if "F5" in findings:
-        s["F5-easy"] = score_f5(easy, scale, **eo)
+        s["F5-easy"] = score_f5(easy, scale, n_values=(4, 16, 64, 256), **eo)
     if "F6" in findings:
-        s["F6-hard"] = score_f6(hard, scale, **ho)
-        s["F6-tabular"] = score_f6(hard, scale, policy="tabular", **ho)
+        s["F6-hard"] = score_f6(hard, scale, epochs_hi=4, **ho)
+        s["F6-hard-typ"] = score_f6(hard, scale, epochs_hi=4, **{"typicality": 0.5, **ho})
+        s["F6-tabular"] = score_f6(hard, scale, epochs_hi=4, policy="tabular", **ho)
     if "F8" in findings:
         s["F8-easy"] = score_f8(easy, scale, **eo)
     if "F9" in findings:

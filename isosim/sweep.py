@@ -86,7 +86,7 @@ QUICK = {
     "q1_b_p": 16,
     "q2_batch": 256,
     "q3_b_p": (8, 32),
-    "budget": 3e4,
+    "budget": 2e5,
     "b_max": 4096,
     "n_train": 128,
     "n_val": 128,
@@ -486,7 +486,7 @@ def plan_for_preset(
 
     Full defaults follow PAPER.md: ``n`` and ``B_p`` powers of two (8..2048, 32..1024),
     ``b_max`` 65,536 (16,384 for hard/extreme profiles), budget 1e7 rollouts. ``quick=True``:
-    ``n`` in {4, 16, 64}, at most 2 seeds, budget 3e4, 128 train and validation problems.
+    ``n`` in {4, 16, 64}, at most 2 seeds, budget 2e5, 128 train and validation problems.
     """
     question = str(question).lower()
     if question not in QUESTIONS:

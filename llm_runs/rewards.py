@@ -6,6 +6,9 @@ Bounded work per answer, whatever the completion holds:
 2. The last ``\\boxed{`` (or ``\\fbox{``) is matched with a brace counter that gives up after
    ``MAX_ANSWER_CHARS`` characters or ``MAX_DEPTH`` levels of nesting: no regex backtracking, no
    recursion. No box, an unclosed box or an oversized box scores 0 (the prompt asks for a box).
+   With ``fallback="last-number"`` a completion without a box is scored on its last number
+   instead (the GSM8K convention; useful for small models that rarely box), found by a regex
+   over the last ``MAX_TAIL_CHARS`` characters only.
 3. An answer equal to the gold string after whitespace normalisation scores 1 without parsing.
 4. Otherwise math-verify parses both sides and compares them (sympy; never ``eval``), with its
    own time limits (``parsing_timeout`` and ``timeout_seconds``). Those limits use
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -25,7 +29,10 @@ from concurrent.futures import ProcessPoolExecutor
 MAX_COMPLETION_CHARS = 16_384
 MAX_ANSWER_CHARS = 512
 MAX_DEPTH = 32
+MAX_TAIL_CHARS = 1_000
+FALLBACKS = ("none", "last-number")
 _OPENERS = ("\\boxed{", "\\fbox{")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def extract_boxed(text: str, max_chars: int = MAX_ANSWER_CHARS, max_depth: int = MAX_DEPTH) -> str | None:
@@ -55,13 +62,21 @@ def extract_boxed(text: str, max_chars: int = MAX_ANSWER_CHARS, max_depth: int =
     return None
 
 
+def extract_last_number(text: str) -> str | None:
+    """The last integer or decimal in the last ``MAX_TAIL_CHARS`` characters, or None."""
+    found = _NUMBER.findall(text[-MAX_TAIL_CHARS:])
+    return found[-1] if found else None
+
+
 def _normalise(s: str) -> str:
     return "".join(s.split()).rstrip(".").replace("\\!", "").replace("dfrac", "frac")
 
 
-def score_one(completion: str, gold: str, timeout: float = 5.0) -> float:
+def score_one(completion: str, gold: str, timeout: float = 5.0, fallback: str = "none") -> float:
     """1.0 if the completion's last boxed answer equals ``gold`` (math-verify), else 0.0."""
     answer = extract_boxed(completion)
+    if answer is None and fallback == "last-number":
+        answer = extract_last_number(completion)
     if answer is None or not answer:
         return 0.0
     if _normalise(answer) == _normalise(gold):
@@ -82,16 +97,17 @@ def score_one(completion: str, gold: str, timeout: float = 5.0) -> float:
         return 0.0
 
 
-def score(completions: Sequence[str], golds: Sequence[str], timeout: float = 5.0) -> list[float]:
+def score(completions: Sequence[str], golds: Sequence[str], timeout: float = 5.0,
+          fallback: str = "none") -> list[float]:
     """Score completions against their gold answers, in the calling (main) thread."""
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} gold answers")
-    return [score_one(c, g, timeout) for c, g in zip(completions, golds)]
+    return [score_one(c, g, timeout, fallback) for c, g in zip(completions, golds)]
 
 
-def _score_chunk(args: tuple[list[str], list[str], float]) -> list[float]:
-    completions, golds, timeout = args
-    return score(completions, golds, timeout)
+def _score_chunk(args: tuple[list[str], list[str], float, str]) -> list[float]:
+    completions, golds, timeout, fallback = args
+    return score(completions, golds, timeout, fallback)
 
 
 class RewardPool:
@@ -101,8 +117,8 @@ class RewardPool:
     is unsafe. Completions are truncated before they are sent, so messages stay small.
     """
 
-    def __init__(self, workers: int, timeout: float = 5.0):
-        self.workers, self.timeout = workers, timeout
+    def __init__(self, workers: int, timeout: float = 5.0, fallback: str = "none"):
+        self.workers, self.timeout, self.fallback = workers, timeout, fallback
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
 
     def score(self, completions: Sequence[str], golds: Sequence[str]) -> list[float]:
@@ -110,7 +126,8 @@ class RewardPool:
             raise ValueError(f"{len(completions)} completions but {len(golds)} gold answers")
         comps = [c[-MAX_COMPLETION_CHARS:] for c in completions]
         size = max(1, math.ceil(len(comps) / (4 * self.workers)))
-        chunks = [(comps[i:i + size], list(golds[i:i + size]), self.timeout) for i in range(0, len(comps), size)]
+        chunks = [(comps[i:i + size], list(golds[i:i + size]), self.timeout, self.fallback)
+                  for i in range(0, len(comps), size)]
         out: list[float] = []
         for part in self._pool.map(_score_chunk, chunks):
             out.extend(part)

@@ -81,15 +81,18 @@ def load_data(cfg: RunConfig) -> tuple[list[Problem], list[Problem]]:
     """Training and validation problems (no torch needed: bad files fail fast)."""
     fields = dict(id_field=cfg.id_field, problem_field=cfg.problem_field, answer_field=cfg.answer_field)
     problems = load_problems(cfg.data, cfg.data_split, **fields)
+    # Difficulty filtering comes before the split, so validation problems share the training band
+    # (the paper's easy set: avg@16 in [0.3, 0.6], 300 of them held out).
+    if cfg.calibration:
+        cal = read_calibration(cfg.calibration)
+        problems = filter_by_pass_rate(problems, cal["rates"], cfg.pass_rate_min, cfg.pass_rate_max,
+                                       source=cfg.calibration)
+    elif cfg.pass_rate_min > 0 or cfg.pass_rate_max < 1:
+        raise IsosimError("a pass-rate range needs --calibration (a file of measured pass rates)")
     if cfg.val_data:
         train, val = problems, load_problems(cfg.val_data, cfg.data_split, **fields)[: cfg.val_size]
     else:
         train, val = split_train_val(problems, cfg.val_size, SPLIT_SEED)
-    if cfg.calibration:
-        cal = read_calibration(cfg.calibration)
-        train = filter_by_pass_rate(train, cal["rates"], cfg.pass_rate_min, cfg.pass_rate_max, source=cfg.calibration)
-    elif cfg.pass_rate_min > 0 or cfg.pass_rate_max < 1:
-        raise IsosimError("a pass-rate range needs --calibration (a file of measured pass rates)")
     if cfg.max_train_problems and len(train) > cfg.max_train_problems:
         keep = np.random.default_rng([SPLIT_SEED, 1]).choice(len(train), cfg.max_train_problems, replace=False)
         train = [train[i] for i in sorted(keep.tolist())]
@@ -163,7 +166,7 @@ class GRPOTrainer:
         if self._reward_fn is None and cfg.reward_workers > 0:
             from llm_runs.rewards import RewardPool
 
-            self.scorer = RewardPool(cfg.reward_workers, cfg.reward_timeout)
+            self.scorer = RewardPool(cfg.reward_workers, cfg.reward_timeout, cfg.answer_fallback)
 
         # --- run state --------------------------------------------------------------------------
         self.order = EpochSampler(len(self.train_problems), cfg.seed)
@@ -307,7 +310,7 @@ class GRPOTrainer:
 
         from llm_runs.grpo import group_advantages, zero_variance_groups
 
-        cfg, acc = self.cfg, self.accelerator
+        cfg = self.cfg
         m: dict[str, float] = {}
 
         # --- rollouts --------------------------------------------------------------------------
@@ -330,7 +333,9 @@ class GRPOTrainer:
 
         # --- advantages: a group is a reshape (see llm_runs.grpo) ------------------------------
         adv = group_advantages(rewards, cfg.n, cfg.n_est, cfg.advantage)  # (per, n)
-        keep = ~zero_variance_groups(rewards, cfg.n_est) if cfg.filter_zero_variance else torch.ones(per, dtype=torch.bool)
+        keep = torch.ones(per, dtype=torch.bool)
+        if cfg.filter_zero_variance:
+            keep = ~zero_variance_groups(rewards, cfg.n_est)
         sel = [g * cfg.n_est + j for g in range(per) if keep[g] for j in range(cfg.n)]
         sel_adv = [float(adv[g, j]) for g in range(per) if keep[g] for j in range(cfg.n)]
 
@@ -527,7 +532,8 @@ class GRPOTrainer:
             "wall_s": self.wall, "eval_s": ev["eval_s"],
             # settings of the run
             "n_est": cfg.n_est, "model": cfg.model, "data": cfg.data, "lr": cfg.lr, "recipe": cfg.recipe,
-            "advantage": cfg.advantage, "kl_coef": cfg.kl_coef, "entropy_coef": cfg.entropy_coef,
+            "advantage": cfg.advantage, "answer_fallback": cfg.answer_fallback, "kl_coef": cfg.kl_coef,
+            "entropy_coef": cfg.entropy_coef,
             "sampler": cfg.sampler, "temperature": cfg.temperature, "max_new_tokens": cfg.max_new_tokens,
             "eval_n": cfg.eval_n, "val_size": len(self.val_problems), "train_size": len(self.train_problems),
             "budget": cfg.budget, "source": "llm_runs",
@@ -547,11 +553,12 @@ class GRPOTrainer:
             return self.scorer.score(texts, golds)
         from llm_runs.rewards import score
 
-        return score(texts, golds, self.cfg.reward_timeout)
+        return score(texts, golds, self.cfg.reward_timeout, self.cfg.answer_fallback)
 
     def _sync_sampler(self) -> None:
         if self._sampler_version != self._weights_version:
-            self.sampler.sync_weights(self.model if self.cfg.sampler == "vllm" else self.accelerator.unwrap_model(self.model))
+            model = self.model if self.cfg.sampler == "vllm" else self.accelerator.unwrap_model(self.model)
+            self.sampler.sync_weights(model)
             self._sampler_version = self._weights_version
 
     def _sum(self, values: list[float]) -> list[float]:

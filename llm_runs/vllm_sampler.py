@@ -89,7 +89,8 @@ class VLLMSampler:
             import torch
             from vllm import LLM, SamplingParams
         except ImportError as exc:
-            raise IsosimError(f"--sampler vllm needs vLLM (pip install 'isosim[vllm]') and a CUDA GPU ({exc})") from None
+            raise IsosimError(f"--sampler vllm needs vLLM (pip install 'isosim[vllm]') and a CUDA GPU "
+                              f"({exc})") from None
         if not torch.cuda.is_available():
             raise IsosimError("--sampler vllm needs a CUDA GPU")
         self._SamplingParams = SamplingParams

@@ -160,7 +160,8 @@ def _cli(args, cwd):
 
 @pytest.mark.parametrize("content,needle", [
     ('{"id": "a", "problem": "1+1?", "answer": "2"}\n{oops\n', "bad.jsonl:2: not valid JSON"),
-    ('{"id": "a", "problem": "1+1?", "answer": "2"}\n{"id": "b", "problem": "2+2?"}\n', "bad.jsonl:2: record has no 'answer'"),
+    ('{"id": "a", "problem": "1+1?", "answer": "2"}\n{"id": "b", "problem": "2+2?"}\n',
+     "bad.jsonl:2: record has no 'answer'"),
 ])
 def test_bad_data_file_prints_one_line_and_exits_2(tmp_path, content, needle):
     (tmp_path / "bad.jsonl").write_text(content)

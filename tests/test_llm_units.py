@@ -49,11 +49,18 @@ def test_rewards_are_exact_on_hand_made_cases():
     assert score(completions, golds) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
 
 
+def test_last_number_fallback_only_when_there_is_no_box():
+    assert score(["8 + 2 = 10", r"\boxed{11} not 10", "no number"], ["10", "10", "10"], fallback="last-number") == [
+        1.0, 0.0, 0.0]
+    assert score(["8 + 2 = 10"], ["10"]) == [0.0]
+
+
 def test_reward_refuses_math_verify_outside_the_main_thread():
     import threading
 
     out = {}
-    t = threading.Thread(target=lambda: out.update(a=score_one(r"\boxed{72.0}", "72"), b=score_one(r"\boxed{72}", "72")))
+    t = threading.Thread(target=lambda: out.update(a=score_one(r"\boxed{72.0}", "72"),
+                                                   b=score_one(r"\boxed{72}", "72")))
     t.start()
     t.join()
     assert out == {"a": 0.0, "b": 1.0}  # the exact-match fast path needs no math-verify

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.gpu,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (pip install 'isosim[vllm]')"),
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed (pip install 'isosim[vllm]')"),
     pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM needs a CUDA GPU"),
 ]
 

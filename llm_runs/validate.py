@@ -1,0 +1,719 @@
+"""Check a predicted allocation with real GRPO runs: plan, launch, analyse, report.
+
+``isosim validate --model M --data FILE --budget C`` (or the functions here, in that order):
+
+1. **Predict** (:func:`predict`): ``isosim.recommend`` simulates the budget for the preset or
+   measured profile and returns ``n*(C)``, the fitted saturation ``n_sat``, ``B_p`` and the recipe.
+2. **Plan** (:func:`plan_ns`, :func:`make_plan`): runs at ``n`` below, at and above ``n_sat``
+   (``n_sat / 4``, ``n_sat``, ``4 n_sat`` as powers of two), all at the same ``B_p`` and budget,
+   with ``n`` clipped so that every run gets at least ``min_steps`` updates. Each run is a full
+   ``RunConfig`` written to ``OUT/runs/<name>/config.json``; ``OUT/plan.json`` holds the plan.
+3. **Launch**: ``local`` runs ``python -m llm_runs.train --config <run>/config.json`` one after
+   another (a run whose records reach its last step is skipped; a half-done run resumes from its
+   own checkpoint). ``slurm`` submits one submitit job array, one job per run, each
+   ``accelerate launch ... -m llm_runs.train --config ...`` (requeued on preemption or timeout;
+   the trainer resumes from its checkpoint).
+4. **Analyse** (:func:`analyse`): the records go through the same frontier code as simulated
+   sweeps (``isosim.report.build_report``); the final rewards per ``n`` decide the verdict.
+   ``OUT/validation.md`` (+ ``validation.json`` and figures) reports predicted vs observed
+   ``n*(C)``, whether saturation was seen, reward curves per ``n`` and the verdict.
+
+Noise: one validation set and (by default) one seed per ``n``. The tolerance used to call two
+rewards different is twice the evaluation sampling error, ``sqrt(r (1 - r) / (V N))`` per run
+(V validation problems, N samples each), combined with the seed-to-seed spread where there
+are several seeds. With one seed, training noise is not measured, so the tolerance is a lower
+bound and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+from llm_runs.config import RunConfig, read_config_file
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANNED_KEYS = ("n", "b_p", "budget", "seed", "out", "run_id", "model", "data")  # set by the plan, not --set
+Log = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------------------------
+# 1. prediction
+# --------------------------------------------------------------------------------------------
+def predict(budget: float, *, preset: str | None = None, profile: str | None = None, problems: int | None = None,
+            metric: str = "val_avg", quick: bool = False, b_max: int = 65536) -> dict[str, Any]:
+    """The simulator's answer for this budget (``isosim.recommend``), as a JSON-ready dict."""
+    from isosim.recommend import recommend
+
+    r = recommend(budget, preset=preset, profile=profile, b_max=b_max, problems=problems, metric=metric,
+                  quick=quick)
+    return {
+        "source": f"profile {profile}" if profile else f"preset {preset or 'easy'}",
+        "budget": float(budget), "n_star": int(r.predicted["n_star"][-1]), "n_recommended": int(r.n),
+        "n_sat": float(r.n_sat), "n_sat_ci": r.n_sat_ci, "b_p": int(r.b_p), "m": int(r.m), "recipe": r.recipe,
+        "lr": float(r.lr), "metric": metric, "quick": quick, "sweep_dir": r.sweep_dir,
+        "curve": {"budgets": [float(b) for b in r.predicted["budgets"]],
+                  "n_star": [int(n) for n in r.predicted["n_star"]]},
+        "reasons": r.reasons,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# 2. the plan
+# --------------------------------------------------------------------------------------------
+def pow2(x: float) -> int:
+    """The power of two nearest to ``x`` in log scale (at least 1)."""
+    return int(2 ** max(0, round(math.log2(max(x, 1.0)))))
+
+
+def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: int = 4,
+            n_min: int = 2) -> tuple[list[int], list[str]]:
+    """Three group sizes around ``n_sat`` (``n_sat/factor``, ``n_sat``, ``factor*n_sat``, powers of two).
+
+    Each is clipped to ``[n_min, n_max]``, where ``n_max`` is the largest power of two that still
+    leaves ``min_steps`` updates (``budget // (b_p * n) >= min_steps``). Values that clipping
+    merges are replaced by the nearest unused powers of two inside the range, so the plan keeps
+    three distinct n where the range allows. Returns the sorted n and notes on what was clipped.
+    """
+    if budget // (b_p * n_min) < min_steps:
+        raise IsosimError(f"budget {budget} is too small for B_p = {b_p}: even n = {n_min} gets fewer than "
+                          f"{min_steps} steps ({budget} // ({b_p} x {n_min}) = {budget // (b_p * n_min)}); "
+                          "raise --budget, or lower --b-p or --min-steps")
+    n_max = n_min
+    while budget // (b_p * n_max * 2) >= min_steps:
+        n_max *= 2
+    centre = pow2(n_sat)
+    wanted = [max(1, centre // factor), centre, centre * factor]
+    notes, ns = [], []
+    for label, n in zip((f"n_sat/{factor}", "n_sat", f"{factor}*n_sat"), wanted):
+        c = min(max(n, n_min), n_max)
+        if c != n:
+            why = (f"so each run gets >= {min_steps} steps at B_p = {b_p}" if c < n
+                   else f"(n = 1 gives no GRPO signal)")
+            notes.append(f"{label} = {n} clipped to {c} {why}")
+        if c not in ns:
+            ns.append(c)
+    candidates = [2 ** i for i in range(int(math.log2(n_min)), int(math.log2(n_max)) + 1)]
+    while len(ns) < 3 and len(ns) < len(candidates):
+        free = [c for c in candidates if c not in ns]
+        add = min(free, key=lambda c: min(abs(math.log2(c) - math.log2(x)) for x in ns))
+        notes.append(f"added n = {add} (clipping left fewer than three distinct n)")
+        ns.append(add)
+    return sorted(ns), notes
+
+
+@dataclass
+class RunSpec:
+    name: str
+    n: int
+    b_p: int
+    seed: int
+    steps: int
+    lr: float
+    dir: str
+    config: dict[str, Any] = field(repr=False)
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self.dir) / "config.json"
+
+
+@dataclass
+class ValidationPlan:
+    request: dict[str, Any]  # what the user asked for (a rerun must ask the same to resume)
+    predicted: dict[str, Any]
+    ns: list[int]
+    b_p: int
+    notes: list[str]
+    runs: list[RunSpec]
+    out: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ValidationPlan:
+        d = dict(d)
+        d["runs"] = [RunSpec(**r) for r in d["runs"]]
+        return cls(**d)
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``key=value`` strings (``--set max_new_tokens=64``) -> settings; values typed by RunConfig."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key:
+            raise IsosimError(f"--set {item!r}: expected key=value (a llm_runs.train setting)")
+        out[key] = None if value.lower() == "none" else value
+    return out
+
+
+def base_settings(config_file: str | None, sets: dict[str, Any]) -> dict[str, Any]:
+    """Run settings shared by every run: a config file, then ``--set`` overrides."""
+    settings: dict[str, Any] = read_config_file(config_file) if config_file else {}
+    settings.update(sets)
+    fixed = sorted(k for k in sets if k in PLANNED_KEYS)
+    if fixed:
+        raise IsosimError(f"--set {', '.join(fixed)}: set by the plan; use --model, --data, --budget, --n, "
+                          "--b-p, --seeds and --out instead")
+    for k in PLANNED_KEYS:
+        settings.pop(k, None)
+    return settings
+
+
+def count_train_problems(model: str, data: str, settings: dict[str, Any]) -> int:
+    """Training problems a run will see (after difficulty filtering and the validation hold-out)."""
+    from llm_runs.train import load_data
+
+    cfg = RunConfig.from_dict({**settings, "model": model, "data": data, "n": 2, "b_p": 1, "budget": 2},
+                              source="validate settings")
+    return len(load_data(cfg)[0])
+
+
+def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], settings: dict[str, Any], out: str,
+              b_p: int | None = None, n_list: list[int] | None = None, seeds: int = 1, min_steps: int = 4,
+              request: dict[str, Any] | None = None) -> ValidationPlan:
+    """Turn a prediction into runs: n around n_sat (or ``n_list``), one B_p, full run configs."""
+    if seeds < 1:
+        raise IsosimError("seeds must be >= 1")
+    if min_steps < 1:
+        raise IsosimError("min_steps must be >= 1")
+    b_p = int(b_p or predicted["b_p"])
+    if b_p < 1:
+        raise IsosimError(f"B_p must be >= 1, got {b_p}")
+    if n_list:
+        ns, notes = sorted(set(int(n) for n in n_list)), ["n given by --n"]
+        for n in ns:
+            if n < 2:
+                raise IsosimError(f"--n {n}: GRPO needs n >= 2 (a group of one has zero advantage)")
+            if budget // (b_p * n) < 1:
+                raise IsosimError(f"--n {n}: budget {budget} is below one step at B_p = {b_p} ({b_p * n} rollouts)")
+    else:
+        ns, notes = plan_ns(predicted["n_sat"], budget, b_p, min_steps=min_steps)
+    settings = dict(settings)
+    settings.setdefault("recipe", predicted.get("recipe", "easy"))
+    runs = []
+    for n in ns:
+        for seed in range(seeds):
+            name = f"n{n}_bp{b_p}_s{seed}"
+            run_dir = str(Path(out) / "runs" / name)
+            cfg = RunConfig.from_dict({**settings, "model": model, "data": data, "n": n, "b_p": b_p,
+                                       "budget": int(budget), "seed": seed, "out": run_dir, "run_id": name},
+                                      source=f"run {name}")
+            runs.append(RunSpec(name=name, n=n, b_p=b_p, seed=seed, steps=cfg.total_steps, lr=float(cfg.lr),
+                                dir=run_dir, config=cfg.to_dict()))
+    return ValidationPlan(request=request or {}, predicted=predicted, ns=ns, b_p=b_p, notes=notes, runs=runs,
+                          out=str(out))
+
+
+def write_plan(plan: ValidationPlan) -> Path:
+    """``OUT/plan.json`` and every run's ``config.json`` (a full RunConfig, so resuming matches it)."""
+    out = Path(plan.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for run in plan.runs:
+        Path(run.dir).mkdir(parents=True, exist_ok=True)
+        if not run.config_path.is_file():  # the trainer rewrites it identically; never clobber a run's own
+            _write_json(run.config_path, run.config)
+    return _write_json(out / "plan.json", plan.to_json())
+
+
+def load_or_make_plan(out: str | Path, request: dict[str, Any], build: Callable[[], ValidationPlan]) -> ValidationPlan:
+    """Reuse ``OUT/plan.json`` when it was made for the same request; else build a new plan."""
+    path = Path(out) / "plan.json"
+    if path.is_file():
+        try:
+            saved = ValidationPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise IsosimError(f"{path}: unreadable plan ({type(exc).__name__}: {exc}); use another --out") from None
+        if saved.request != request:
+            diff = sorted(k for k in set(saved.request) | set(request) if saved.request.get(k) != request.get(k))
+            raise IsosimError(f"{out} holds a validation planned with other settings ({', '.join(diff)}): "
+                              "rerun it as it was, or use another --out")
+        return saved
+    return build()
+
+
+def _write_json(path: Path, obj: Any) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=_json_default), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# 3a. local launcher
+# --------------------------------------------------------------------------------------------
+def local_command(run: RunSpec, python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "llm_runs.train", "--config", str(run.config_path)]
+
+
+def run_progress(run: RunSpec) -> dict[str, Any]:
+    """How far a run got: {"finished", "step", "rollouts"} from its records and checkpoint."""
+    step, rollouts = 0, 0.0
+    rec = Path(run.dir) / "records.jsonl"
+    if rec.is_file():
+        for line in rec.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line: the trainer cuts it on resume
+            step, rollouts = max(step, int(row.get("step", 0))), max(rollouts, float(row.get("rollouts", 0)))
+    state = Path(run.dir) / "checkpoint" / "trainer_state.json"
+    if state.is_file():
+        try:
+            step = max(step, int(json.loads(state.read_text(encoding="utf-8"))["step"]))
+        except (ValueError, KeyError, OSError):
+            pass
+    return {"finished": step >= run.steps, "step": step, "rollouts": rollouts}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def run_local(plan: ValidationPlan, log: Log = print, python: str | None = None) -> None:
+    """Run the plan's runs one after another; finished runs are skipped, half-done ones resume."""
+    for i, run in enumerate(plan.runs, start=1):
+        prog = run_progress(run)
+        head = f"[{i}/{len(plan.runs)}] {run.name} (n={run.n}, B_p={run.b_p}, M={run.steps})"
+        if prog["finished"]:
+            log(f"{head}: finished earlier, not rerun")
+            continue
+        train_log = Path(run.dir) / "train.log"
+        log(f"{head}: {'resuming at step ' + str(prog['step']) if prog['step'] else 'starting'} (log: {train_log})")
+        t0 = time.perf_counter()
+        with train_log.open("a", encoding="utf-8") as fh:
+            fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(local_command(run, python))}\n")
+            fh.flush()
+            rc = subprocess.call(local_command(run, python), stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT),
+                                 env=_env())
+        if rc != 0:
+            last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+            raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "
+                              f"(full log: {train_log}); rerun to resume")
+        log(f"{head}: done in {time.perf_counter() - t0:.0f}s")
+
+
+# --------------------------------------------------------------------------------------------
+# 3b. SLURM launcher (submitit job array; each job an accelerate launch)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class SlurmOptions:
+    partition: str | None = None
+    time_min: int = 24 * 60
+    nodes: int = 1
+    gpus_per_node: int = 8
+    cpus_per_task: int = 32
+    mem_gb: int | None = None
+    array_parallelism: int = 16
+    account: str | None = None
+    qos: str | None = None
+    accelerate_config: str | None = None
+    main_process_port: int = 29500
+
+    def __post_init__(self) -> None:
+        for name in ("time_min", "nodes", "gpus_per_node", "cpus_per_task", "array_parallelism"):
+            if getattr(self, name) < 1:
+                raise IsosimError(f"slurm {name.replace('_', '-')} must be >= 1")
+        if self.accelerate_config and not Path(self.accelerate_config).is_file():
+            raise IsosimError(f"{self.accelerate_config}: no such accelerate config file")
+
+
+def executor_parameters(opts: SlurmOptions, name: str = "isosim-validate") -> dict[str, Any]:
+    """``submitit.SlurmExecutor.update_parameters`` keywords for one job of the array.
+
+    One task per node: ``accelerate launch`` starts the per-GPU processes itself.
+    """
+    params: dict[str, Any] = {
+        "job_name": name, "time": int(opts.time_min), "nodes": int(opts.nodes), "ntasks_per_node": 1,
+        "gpus_per_node": int(opts.gpus_per_node), "cpus_per_task": int(opts.cpus_per_task),
+        "array_parallelism": int(opts.array_parallelism), "signal_delay_s": 120,
+    }
+    for key, value in (("partition", opts.partition), ("account", opts.account), ("qos", opts.qos)):
+        if value:
+            params[key] = value
+    if opts.mem_gb:
+        params["mem"] = f"{int(opts.mem_gb)}GB"
+    return params
+
+
+def accelerate_command(run: RunSpec, opts: SlurmOptions) -> list[str]:
+    """``accelerate launch ... -m llm_runs.train --config <run>/config.json`` (templated for several nodes).
+
+    With several nodes, ``{machine_rank}`` and ``{main_process_ip}`` are filled in on each node
+    from SLURM's environment when the job starts (see :class:`TrainJob`).
+    """
+    cmd = ["accelerate", "launch"]
+    if opts.accelerate_config:
+        cmd += ["--config_file", str(opts.accelerate_config)]
+    procs = opts.nodes * opts.gpus_per_node
+    cmd += ["--num_processes", str(procs), "--num_machines", str(opts.nodes)]
+    if procs > 1 and not opts.accelerate_config:
+        cmd += ["--multi_gpu"]
+    if opts.nodes > 1:
+        cmd += ["--machine_rank", "{machine_rank}", "--main_process_ip", "{main_process_ip}",
+                "--main_process_port", str(opts.main_process_port)]
+    return cmd + ["-m", "llm_runs.train", "--config", str(Path(run.config_path).resolve())]
+
+
+def slurm_job_specs(plan: ValidationPlan, opts: SlurmOptions) -> dict[str, Any]:
+    """What ``--launcher slurm`` submits: executor parameters and one command per unfinished run."""
+    jobs = [{"name": r.name, "run_dir": r.dir, "command": accelerate_command(r, opts)}
+            for r in plan.runs if not run_progress(r)["finished"]]
+    return {"folder": str(Path(plan.out) / "slurm"), "executor": executor_parameters(opts), "jobs": jobs,
+            "skipped": [r.name for r in plan.runs if run_progress(r)["finished"]]}
+
+
+class TrainJob:
+    """A submitit job: one run's ``accelerate launch``. Requeued on preemption/timeout (it resumes)."""
+
+    def __call__(self, command: list[str], run_dir: str) -> int:
+        env = _env()
+        if "{machine_rank}" in command:
+            rank = env.get("SLURM_NODEID", "0")
+            hosts = subprocess.run(["scontrol", "show", "hostnames", env.get("SLURM_JOB_NODELIST", "")],
+                                   capture_output=True, text=True).stdout.split()
+            command = [c.replace("{machine_rank}", rank).replace("{main_process_ip}", hosts[0] if hosts else "localhost")
+                       for c in command]
+        with (Path(run_dir) / "train.log").open("a", encoding="utf-8") as fh:
+            rc = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env)
+        if rc != 0:
+            raise RuntimeError(f"{shlex.join(command)} exited with {rc} (see {run_dir}/train.log)")
+        return rc
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(TrainJob(), *args, **kwargs)
+
+
+def submit_slurm(plan: ValidationPlan, opts: SlurmOptions, wait: bool = True, log: Log = print) -> list[Any]:
+    """Submit the unfinished runs as one job array; optionally wait for all of them."""
+    try:
+        import submitit
+    except ImportError:
+        raise IsosimError("--launcher slurm needs submitit (pip install 'isosim[slurm]')") from None
+    spec = slurm_job_specs(plan, opts)
+    for name in spec["skipped"]:
+        log(f"{name}: finished earlier, not resubmitted")
+    if not spec["jobs"]:
+        return []
+    jobs_file = Path(plan.out) / "slurm_jobs.json"
+    active = _active_jobs(jobs_file, spec["folder"])
+    todo = [j for j in spec["jobs"] if j["name"] not in active]
+    for j in spec["jobs"]:
+        if j["name"] in active:
+            log(f"{j['name']}: job {active[j['name']]} is still queued or running, not resubmitted")
+    try:
+        executor = submitit.SlurmExecutor(folder=spec["folder"], max_num_timeout=20)
+    except RuntimeError as exc:
+        raise IsosimError(f"--launcher slurm: {exc}") from None
+    executor.update_parameters(**spec["executor"])
+    jobs = []
+    with executor.batch():
+        for j in todo:
+            jobs.append(executor.submit(TrainJob(), j["command"], j["run_dir"]))
+    record = {**{k: v for k, v in (json.loads(jobs_file.read_text()) if jobs_file.is_file() else {}).items()},
+              **{j["name"]: job.job_id for j, job in zip(todo, jobs)}}
+    _write_json(jobs_file, record)
+    for j, job in zip(todo, jobs):
+        log(f"{j['name']}: submitted as job {job.job_id}")
+    if wait:
+        for j, job in zip(todo, jobs):
+            try:
+                job.result()
+            except Exception as exc:  # the job's own error, one line
+                raise IsosimError(f"run {j['name']} (job {job.job_id}) failed: {str(exc).splitlines()[-1][:300]}") from None
+    return jobs
+
+
+def _active_jobs(jobs_file: Path, folder: str) -> dict[str, str]:
+    """Runs whose recorded SLURM job is still pending or running (best effort: needs sacct)."""
+    if not jobs_file.is_file():
+        return {}
+    import submitit
+
+    active = {}
+    for name, job_id in json.loads(jobs_file.read_text()).items():
+        try:
+            state = submitit.SlurmJob(folder=folder, job_id=str(job_id)).state
+        except Exception:
+            continue
+        if state.upper() in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "RESIZING", "SUSPENDED"):
+            active[name] = str(job_id)
+    return active
+
+
+# --------------------------------------------------------------------------------------------
+# 4. analysis, verdict and report
+# --------------------------------------------------------------------------------------------
+def _final_rows(plan: ValidationPlan) -> Any:
+    import pandas as pd
+
+    frames = []
+    for run in plan.runs:
+        rec = Path(run.dir) / "records.jsonl"
+        if rec.is_file() and rec.stat().st_size:
+            frames.append(pd.read_json(rec, lines=True))
+    if not frames:
+        raise IsosimError(f"{plan.out}: no run has records yet")
+    return pd.concat(frames, ignore_index=True)
+
+
+def eval_se(r: float, val_size: float, eval_n: float) -> float:
+    """Sampling error of a validation avg@k measured with N samples on V problems."""
+    r = min(max(float(r), 0.0), 1.0)
+    return math.sqrt(max(r * (1 - r), 1e-4) / max(val_size * eval_n, 1.0))
+
+
+def verdict(plan: ValidationPlan, df: Any, metric: str = "val_avg", frontier_n_star: int | None = None) -> dict[str, Any]:
+    """Compare the runs' final rewards with the prediction; every number the sentence quotes."""
+    pred = plan.predicted
+    last = df.sort_values("step").groupby("run_id").tail(1)
+    base = df[df["step"] == 0]
+    base_r = float(base[metric].mean()) if len(base) else float("nan")
+    per_n: dict[int, dict[str, Any]] = {}
+    for n, g in last.groupby("n"):
+        rs = g[metric].astype(float).to_numpy()
+        r = float(rs.mean())
+        se = eval_se(r, float(g["val_size"].iloc[0]), float(g["eval_n"].iloc[0])) / math.sqrt(len(rs))
+        if len(rs) > 1:
+            se = math.sqrt(se ** 2 + float(np.var(rs, ddof=1)) / len(rs))
+        per_n[int(n)] = {"reward": r, "se": se, "seeds": int(len(rs)), "step": int(g["step"].max()),
+                         "rollouts": float(g["rollouts"].max()), "val_best": float(g["val_best"].mean()),
+                         "val_worst": float(g["val_worst"].mean()),
+                         "train_reward": float(g["train_reward"].astype(float).mean())}
+    ns = sorted(per_n)
+    best = max(ns, key=lambda n: per_n[n]["reward"])
+
+    def tol(a: int, b: int) -> float:
+        return 2.0 * math.sqrt(per_n[a]["se"] ** 2 + per_n[b]["se"] ** 2)
+
+    tied = [n for n in ns if per_n[best]["reward"] - per_n[n]["reward"] <= tol(best, n)]
+    n_pred = int(pred["n_star"])
+    nearest = min(ns, key=lambda n: (abs(math.log2(n) - math.log2(max(n_pred, 1))), n))
+    learned = any(per_n[n]["reward"] - base_r > 2 * per_n[n]["se"] for n in ns) if math.isfinite(base_r) else True
+    n_top = ns[-1]
+    if best != n_top and per_n[best]["reward"] - per_n[n_top]["reward"] > tol(best, n_top):
+        saturation = "seen"
+        sat_txt = (f"yes: n = {n_top} ends below n = {best} ({per_n[n_top]['reward']:.3f} vs "
+                   f"{per_n[best]['reward']:.3f}, beyond the tolerance {tol(best, n_top):.3f})")
+    elif best == n_top and len(tied) == 1:
+        saturation = "not seen"
+        sat_txt = f"no: the largest n tried ({n_top}) is best beyond noise; n* may lie higher"
+    else:
+        saturation = "unresolved"
+        sat_txt = (f"unresolved: n = {n_top} is within noise of the best (n = {best}); "
+                   f"{per_n[n_top]['reward']:.3f} vs {per_n[best]['reward']:.3f}, tolerance {tol(best, n_top):.3f}")
+    if not learned:
+        agreement = "inconclusive"
+        why = (f"no run improved validation {metric} over the base model ({base_r:.3f}) by more than twice its "
+               "sampling error: the budget is too small to rank the allocations")
+    elif nearest in tied and len(tied) == 1:
+        agreement = "agrees"
+        why = f"the n nearest the prediction (n = {nearest}) is the best run, beyond noise"
+    elif nearest in tied:
+        agreement = "consistent, unresolved"
+        why = (f"the n nearest the prediction (n = {nearest}) is within noise of the best run (n = {best}); "
+               f"tied: n in {tied}")
+    else:
+        agreement = "disagrees"
+        why = (f"the best run (n = {best}, {per_n[best]['reward']:.3f}) beats the n nearest the prediction "
+               f"(n = {nearest}, {per_n[nearest]['reward']:.3f}) by more than the tolerance {tol(best, nearest):.3f}")
+    one_seed = all(v["seeds"] == 1 for v in per_n.values())
+    sentence = (f"At C = {plan.runs[0].config['budget']} rollouts (B_p = {plan.b_p}), the simulator "
+                f"({pred['source']}) predicted n*(C) = {n_pred} (n_sat = {pred['n_sat']:.0f}); the real runs at "
+                f"n = {ns} reached validation {metric} " + ", ".join(f"{per_n[n]['reward']:.3f}" for n in ns)
+                + f" (base {base_r:.3f}), best n = {best}"
+                + (f", frontier-fit n*(C) = {frontier_n_star}" if frontier_n_star is not None else "")
+                + f". Verdict: {agreement} ({why}).")
+    return {"metric": metric, "base_reward": base_r, "per_n": {str(k): v for k, v in per_n.items()},
+            "predicted_n_star": n_pred, "predicted_n_sat": pred["n_sat"], "nearest_planned_n": nearest,
+            "observed_best_n": best, "tied_with_best": tied, "observed_frontier_n_star": frontier_n_star,
+            "saturation": saturation, "saturation_detail": sat_txt, "learned": learned, "agreement": agreement,
+            "reason": why, "one_seed": one_seed, "sentence": sentence}
+
+
+def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: Log = print) -> dict[str, Any]:
+    """Frontier analysis (isosim.report) of the runs, the verdict, figures and ``OUT/validation.md``."""
+    from isosim import records
+    from isosim.report import build_report, metric_column
+
+    metric = metric_column(metric)
+    out = Path(plan.out)
+    unfinished = [r.name for r in plan.runs if not run_progress(r)["finished"]]
+    if unfinished:
+        raise IsosimError(f"runs not finished: {', '.join(unfinished)}; rerun the same command to finish them")
+    df = _final_rows(plan)
+    df = records.normalize(df, source=str(out / "runs"))
+    frontier: dict[str, Any] | None = None
+    frontier_error = None
+    try:
+        frontier = build_report(df, out / "analysis", metric=metric, n_boot=n_boot)
+    except IsosimError as exc:  # few points per run can defeat the fits; the verdict does not need them
+        frontier_error = str(exc)
+        log(f"frontier analysis failed: {exc}")
+    f_n_star = int(frontier["n_star"][-1]) if frontier else None
+    v = verdict(plan, df, metric=metric, frontier_n_star=f_n_star)
+    figures = plot_validation(plan, df, metric, frontier, out / "figures")
+    result = {"verdict": v, "frontier": None if frontier is None else {
+        "budgets": frontier["budgets"], "n_star": frontier["n_star"], "reward": frontier["reward"],
+        "n_sat": frontier["fit"]["n_sat"], "figures": frontier["figures"]},
+        "frontier_error": frontier_error, "figures": [str(f) for f in figures], "plan": plan.to_json()}
+    _write_json(out / "validation.json", result)
+    write_markdown(plan, df, result, out / "validation.md")
+    log(v["sentence"])
+    log(f"report: {out / 'validation.md'}")
+    return result
+
+
+def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[str, Any] | None,
+                    folder: Path) -> list[Path]:
+    """``reward_curves`` (validation metric and train reward vs rollouts, per n) and ``n_star``
+    (predicted vs observed n*(C))."""
+    from isosim import plots
+
+    ns = sorted(int(n) for n in df["n"].unique())
+    cmap, norm = plots._n_colors(ns)
+    fig, (ax1, ax2) = plots._figure(ncols=2)
+    for n in ns:
+        color = cmap(norm(math.log2(n)))
+        for _, g in df[df["n"] == n].groupby("run_id"):
+            g = g.sort_values("rollouts")
+            ax1.plot(g["rollouts"], g[metric], "o-", color=color, label=f"n = {n}")
+            t = g[g["train_reward"].notna()]
+            ax2.plot(t["rollouts"], t["train_reward"], "o-", color=color, label=f"n = {n}")
+    ax1.set_xlabel("rollouts C")
+    ax1.set_ylabel(f"validation {metric}")
+    ax1.set_title(f"validation, B_p = {plan.b_p}", fontsize=10)
+    ax2.set_xlabel("rollouts C")
+    ax2.set_ylabel("train reward (mean of the step's rollouts)")
+    ax2.set_title("training reward at eval points", fontsize=10)
+    for ax in (ax1, ax2):
+        handles, labels = ax.get_legend_handles_labels()
+        uniq = dict(zip(labels, handles))
+        ax.legend(uniq.values(), uniq.keys(), fontsize=8)
+    written = plots.save(fig, folder / "reward_curves")
+    fig, (ax,) = plots._figure()
+    curve = plan.predicted["curve"]
+    ax.step(curve["budgets"], curve["n_star"], where="post", color="#4c72b0",
+            label=f"predicted n*(C) (simulator, {plan.predicted['source']})")
+    ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":", label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
+    if frontier is not None:
+        ax.step(frontier["budgets"], frontier["n_star"], where="post", color="#c44e52",
+                label="observed n*(C) (frontier of the real runs)")
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("rollouts C")
+    ax.set_ylabel("n*")
+    ax.set_title(f"n*(C): predicted vs observed (tried n = {ns})", fontsize=10)
+    ax.legend(fontsize=8)
+    written += plots.save(fig, folder / "n_star_predicted_vs_observed")
+    return written
+
+
+def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: Path) -> Path:
+    """The human-readable report: settings, plan, observed rewards, frontier and verdict."""
+    v, pred = result["verdict"], plan.predicted
+    req = {"model": plan.runs[0].config["model"], "data": plan.runs[0].config["data"], "budget": pred["budget"],
+           **plan.request}
+    cfg0 = plan.runs[0].config
+    lines = [
+        "# isosim validate: predicted vs observed n*(C)", "",
+        f"Model `{req.get('model')}`, data `{req.get('data')}`, budget C = {req.get('budget'):.0f} rollouts per run, "
+        f"B_p = {plan.b_p}, recipe `{cfg0['recipe']}`, sampler `{cfg0['sampler']}`, max_new_tokens "
+        f"{cfg0['max_new_tokens']}, validation {cfg0['val_size']} problems x {cfg0['eval_n']} samples "
+        f"(k = {cfg0['eval_k']}), {len({r.seed for r in plan.runs})} seed(s) per n.", "",
+        "## Verdict", "", f"**{v['agreement']}**. {v['sentence']}", "",
+        f"- Saturation seen: {v['saturation_detail']}.",
+        f"- Tolerance: twice the combined sampling error of two runs (evaluation noise"
+        + (", plus seed spread" if not v["one_seed"] else "; one seed per n, so training noise is NOT included "
+           "and the tolerance is a lower bound") + ").",
+        "", "## Prediction", "",
+        f"- Source: {pred['source']}, simulated sweep {'(quick)' if pred.get('quick') else ''} in `{pred['sweep_dir']}`.",
+        f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted n_sat = {pred['n_sat']:.1f}"
+        + (f" (90% interval {pred['n_sat_ci'][0]:.0f}-{pred['n_sat_ci'][1]:.0f})" if pred.get("n_sat_ci") else "") + ".",
+        f"- Recommended allocation: n = {pred['n_recommended']}, B_p = {pred['b_p']}, M = {pred['m']}, recipe {pred['recipe']}.",
+        "- Simulated budgets count the simulator's rollouts; whether they transfer to this model is what this run tests.",
+        "", "## Plan", "",
+        "| run | n | B_p | M (steps) | lr |", "|---|---:|---:|---:|---:|",
+        *[f"| {r.name} | {r.n} | {r.b_p} | {r.steps} | {r.lr:.3g} |" for r in plan.runs],
+        "", *[f"- {note}" for note in plan.notes], "",
+        "## Observed (last evaluation of each run)", "",
+        f"Base model (step 0): validation {v['metric']} = {v['base_reward']:.3f}.", "",
+        f"| n | steps | rollouts | val {v['metric']} | +/- (1 se) | val best@k | val worst@k | train reward |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {n} | {d['step']} | {d['rollouts']:.0f} | {d['reward']:.3f} | {d['se']:.3f} | {d['val_best']:.3f} | "
+          f"{d['val_worst']:.3f} | {d['train_reward']:.3f} |" for n, d in sorted(v["per_n"].items(), key=lambda x: int(x[0]))],
+        "",
+    ]
+    fr = result.get("frontier")
+    if fr:
+        idx = np.unique(np.linspace(0, len(fr["budgets"]) - 1, min(8, len(fr["budgets"]))).round().astype(int))
+        lines += ["## Frontier analysis of the real runs (isosim.report)", "",
+                  "| budget | observed n* | frontier reward |", "|---:|---:|---:|",
+                  *[f"| {fr['budgets'][i]:.0f} | {fr['n_star'][i]} | {fr['reward'][i]:.3f} |" for i in idx], "",
+                  f"Fitted n_sat of the real runs: {fr['n_sat']:.1f} (with three n values this is a bound, not a fit).", ""]
+    else:
+        lines += ["## Frontier analysis", "", f"Failed: {result.get('frontier_error')}", ""]
+    lines += ["## Figures", ""]
+    for f in result["figures"] + (fr["figures"] if fr else []):
+        if str(f).endswith(".png"):
+            rel = os.path.relpath(f, path.parent)
+            lines.append(f"![{Path(f).stem}]({rel})")
+    lines += ["", f"Records: `{Path(plan.out) / 'runs'}/*/records.jsonl`; machine-readable: `validation.json`.", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# printing the plan
+# --------------------------------------------------------------------------------------------
+def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = None) -> list[str]:
+    """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them)."""
+    pred = plan.predicted
+    lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, n_sat = {pred['n_sat']:.1f}, "
+             f"recipe {pred['recipe']}",
+             f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"]
+    lines += [f"  note: {n}" for n in plan.notes]
+    for r in plan.runs:
+        prog = run_progress(r)
+        state = "finished" if prog["finished"] else (f"at step {prog['step']}" if prog["step"] else "not started")
+        lines.append(f"  {r.name}: n={r.n} B_p={r.b_p} M={r.steps} lr={r.lr:.3g} [{state}]  {r.dir}")
+    if launcher == "local":
+        lines.append("commands (run one after another):")
+        lines += ["  " + shlex.join(local_command(r)) for r in plan.runs]
+    else:
+        spec = slurm_job_specs(plan, opts or SlurmOptions())
+        lines.append(f"submitit.SlurmExecutor(folder={spec['folder']!r}).update_parameters(**{spec['executor']!r})")
+        lines.append(f"job array of {len(spec['jobs'])} job(s), one task per node, each running:")
+        lines += ["  " + shlex.join(j["command"]) for j in spec["jobs"]]
+        if spec["skipped"]:
+            lines.append(f"  (finished, not submitted: {', '.join(spec['skipped'])})")
+    return lines

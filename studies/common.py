@@ -1,0 +1,50 @@
+"""Shared plumbing of the studies: the --quick flag, output paths, JSON of key numbers.
+
+Every study is a jupytext percent-format script (``# %%`` cells) that runs top to bottom as
+``python studies/<study>.py [--quick]``. ``--quick`` runs the CI scale (seconds to a minute) and
+writes under ``studies/results/quick/`` and ``studies/figures/quick/`` (not committed); the full
+scale writes ``studies/results/<study>.json`` and ``studies/figures/<study>_*.png|svg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from isosim import fidelity as F
+
+ROOT = Path(__file__).resolve().parent
+
+
+def setup(study: str, doc: str = "") -> tuple[bool, F.Scale, Path, Path]:
+    """Parse ``--quick`` (ignoring notebook kernels' own argv); return (quick, scale, fig_dir, json_path)."""
+    parser = argparse.ArgumentParser(description=doc or study)
+    parser.add_argument("--quick", action="store_true", help="CI scale: seconds to about a minute")
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    quick = bool(args.quick)
+    scale = F.QUICK if quick else F.FULL
+    sub = "quick" if quick else ""
+    fig_dir = ROOT / "figures" / sub
+    res_dir = ROOT / "results" / sub
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    res_dir.mkdir(parents=True, exist_ok=True)
+    return quick, scale, fig_dir, res_dir / f"{study}.json"
+
+
+def write_json(path: Path, payload: dict, started: float) -> None:
+    """Write the study's key numbers (with its wall time) and print where."""
+    payload = {**payload, "wall_seconds": round(time.time() - started, 1)}
+    path.write_text(json.dumps(F._jsonable(payload), indent=1) + "\n")
+    print(f"wrote {path} ({payload['wall_seconds']} s)")
+
+
+def figure(ncols: int = 1, size: tuple[float, float] = (5.0, 3.8)):
+    """A matplotlib Figure with an Agg canvas (no pyplot state) and its axes."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(size[0] * ncols, size[1]))
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes

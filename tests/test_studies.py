@@ -1,0 +1,34 @@
+"""The studies are runnable percent-format notebooks with a --quick mode.
+
+Every study compiles and is in jupytext percent format; the cheapest ones run end to end at
+--quick scale (the rest are run by hand: ``python studies/<study>.py --quick``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+ALL = sorted(p.name for p in STUDIES.glob("*.py") if p.name != "common.py")
+RUN = ("baseline.py",)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_study_is_a_percent_notebook_with_quick(name):
+    text = (STUDIES / name).read_text()
+    compile(text, name, "exec")
+    assert text.startswith("# %%") and "setup(" in text, name
+
+
+@pytest.mark.parametrize("name", RUN)
+def test_study_runs_quick(name, tmp_path):
+    res = subprocess.run([sys.executable, str(STUDIES / name), "--quick"], cwd=STUDIES,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = STUDIES / "results" / "quick" / name.replace(".py", ".json")
+    assert "wall_seconds" in json.loads(out.read_text())
