@@ -153,6 +153,7 @@ def calibrate(
     temperature: float = typer.Option(0.6, help="sampling temperature (the runs' temperature)"),
     instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction)"),
     precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
+    answer_fallback: str = typer.Option("none", help="none (no \\boxed{}: reward 0) or last-number (as the runs score)"),
     batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
 ) -> None:
     """Measure the base model's pass rate on each problem: the profile explore/recommend/validate read."""
@@ -163,7 +164,7 @@ def calibrate(
     settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
                                  max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
                                  instruction=DEFAULT_INSTRUCTION if instruction is None else instruction,
-                                 precision=precision, batch_size=batch_size)
+                                 precision=precision, answer_fallback=answer_fallback, batch_size=batch_size)
     run_calibration(settings, out=out, splits=splits, log=lambda s: typer.echo(s))
 
 

@@ -63,6 +63,7 @@ class CalibrateSettings:
     instruction: str = DEFAULT_INSTRUCTION
     prompt_template: str = "chat"
     precision: str = "auto"
+    answer_fallback: str = "none"
     batch_size: int = 64
 
     def __post_init__(self) -> None:
@@ -78,6 +79,8 @@ class CalibrateSettings:
             raise IsosimError("batch_size must be >= 1 (sequences per generate call)")
         if self.sampler not in ("hf", "vllm"):
             raise IsosimError(f"sampler must be hf or vllm, got {self.sampler!r}")
+        if self.answer_fallback not in ("none", "last-number"):
+            raise IsosimError(f"answer_fallback must be none or last-number, got {self.answer_fallback!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise IsosimError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
 
@@ -214,7 +217,8 @@ def calibrate(settings: CalibrateSettings, out: str | Path = "profile.json", spl
                 batch = engine.sampler.generate(prompts, n=s.k, temperature=s.temperature, top_p=s.top_p,
                                                 max_new_tokens=s.max_new_tokens, seed=derive_seed(s.seed, ci))
                 golds = [p.answer for p in chunk for _ in range(s.k)]
-                rewards = np.asarray(reward_fn(batch.texts, golds) if reward_fn else score(batch.texts, golds),
+                rewards = np.asarray(reward_fn(batch.texts, golds) if reward_fn else
+                                     score(batch.texts, golds, fallback=s.answer_fallback),
                                      dtype=float).reshape(len(chunk), s.k)
                 lens = np.asarray([len(c) for c in batch.completion_ids], dtype=float).reshape(len(chunk), s.k)
                 rows = [{"id": p.id, "correct": int(round(r.sum())), "k": s.k, "rate": float(r.mean()),

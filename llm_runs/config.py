@@ -340,13 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m llm_runs.train",
         description="GRPO on math problems, with compute counted in rollouts (see docs/real_runs.md).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--config", help="JSON or YAML file of settings (flags override it)")
     for f in dataclasses.fields(RunConfig):
         flag = "--" + f.name.replace("_", "-")
         kind = _base_type(f.name)
-        kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": f.metadata.get("help", "")}
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = f"{f.metadata.get('help', '')} (default: {default})".replace("%", "%%")
+        kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": text}
         if "choices" in f.metadata:
             kw["choices"] = f.metadata["choices"]
         if kind is bool:

@@ -50,7 +50,7 @@ def make_tiny_model(path: str | Path, seed: int = 0, vocab_size: int = 256, hidd
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
         num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_heads,
         max_position_embeddings=2048, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, tie_word_embeddings=False,
+        eos_token_id=tok.eos_token_id, tie_word_embeddings=True,  # tied, as SmolLM2 and Qwen3
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

@@ -139,7 +139,7 @@ class GRPOTrainer:
         self.tokenizer = models.load_tokenizer(self.model_path)
         model = models.load_model(self.model_path)
         if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.config.use_cache = False
         self.eos_ids = models.eos_ids(self.tokenizer, model)
         self.train_problems, self.train_prompts = self._prompts(self.train_problems, "training")
@@ -391,6 +391,7 @@ class GRPOTrainer:
         chunks = [list(range(i * mb, min((i + 1) * mb, len(completions)))) for i in range(n_micro)]
         chunks = [(c, 1.0) if c else ([0], 0.0) for c in chunks] if completions else [([], 0.0)] * n_micro
         old_logps: list[torch.Tensor | None] = [None] * n_micro
+        ref_logps: list[torch.Tensor | None] = [None] * n_micro  # computed once, reused by every iteration
         if cfg.num_iterations > 1:  # pi_old must be frozen before the first optimizer step
             with torch.no_grad():
                 for k, (c, _) in enumerate(chunks):
@@ -420,9 +421,11 @@ class GRPOTrainer:
                     pg_loss = token_loss
                     kl = torch.zeros_like(logp)
                     if self.ref_model is not None:
-                        with torch.no_grad():
-                            ref_lp = self._forward(self.ref_model, prompts, completions, c, with_entropy=False)[0]
-                        kl = grpo.kl_k3(logp, ref_lp)
+                        if ref_logps[k] is None:
+                            with torch.no_grad():
+                                ref_logps[k] = self._forward(self.ref_model, prompts, completions, c,
+                                                             with_entropy=False)[0]
+                        kl = grpo.kl_k3(logp, ref_logps[k])
                         token_loss = token_loss + cfg.kl_coef * kl
                     if cfg.entropy_coef > 0:
                         token_loss = token_loss - cfg.entropy_coef * entropy

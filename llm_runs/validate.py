@@ -399,8 +399,8 @@ class TrainJob:
             rank = env.get("SLURM_NODEID", "0")
             hosts = subprocess.run(["scontrol", "show", "hostnames", env.get("SLURM_JOB_NODELIST", "")],
                                    capture_output=True, text=True).stdout.split()
-            command = [c.replace("{machine_rank}", rank).replace("{main_process_ip}", hosts[0] if hosts else "localhost")
-                       for c in command]
+            ip = hosts[0] if hosts else "localhost"
+            command = [c.replace("{machine_rank}", rank).replace("{main_process_ip}", ip) for c in command]
         with (Path(run_dir) / "train.log").open("a", encoding="utf-8") as fh:
             rc = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env)
         if rc != 0:
@@ -449,7 +449,8 @@ def submit_slurm(plan: ValidationPlan, opts: SlurmOptions, wait: bool = True, lo
             try:
                 job.result()
             except Exception as exc:  # the job's own error, one line
-                raise IsosimError(f"run {j['name']} (job {job.job_id}) failed: {str(exc).splitlines()[-1][:300]}") from None
+                last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
+                raise IsosimError(f"run {j['name']} (job {job.job_id}) failed: {last}") from None
     return jobs
 
 
@@ -492,7 +493,8 @@ def eval_se(r: float, val_size: float, eval_n: float) -> float:
     return math.sqrt(max(r * (1 - r), 1e-4) / max(val_size * eval_n, 1.0))
 
 
-def verdict(plan: ValidationPlan, df: Any, metric: str = "val_avg", frontier_n_star: int | None = None) -> dict[str, Any]:
+def verdict(plan: ValidationPlan, df: Any, metric: str = "val_avg",
+            frontier_n_star: int | None = None) -> dict[str, Any]:
     """Compare the runs' final rewards with the prediction; every number the sentence quotes."""
     pred = plan.predicted
     last = df.sort_values("step").groupby("run_id").tail(1)
@@ -624,7 +626,8 @@ def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[s
     curve = plan.predicted["curve"]
     ax.step(curve["budgets"], curve["n_star"], where="post", color="#4c72b0",
             label=f"predicted n*(C) (simulator, {plan.predicted['source']})")
-    ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":", label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
+    ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":",
+               label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
     if frontier is not None:
         ax.step(frontier["budgets"], frontier["n_star"], where="post", color="#c44e52",
                 label="observed n*(C) (frontier of the real runs)")
@@ -656,11 +659,15 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
         + (", plus seed spread" if not v["one_seed"] else "; one seed per n, so training noise is NOT included "
            "and the tolerance is a lower bound") + ").",
         "", "## Prediction", "",
-        f"- Source: {pred['source']}, simulated sweep {'(quick)' if pred.get('quick') else ''} in `{pred['sweep_dir']}`.",
+        f"- Source: {pred['source']}, simulated sweep{' (quick)' if pred.get('quick') else ''} "
+        f"in `{pred['sweep_dir']}`.",
         f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted n_sat = {pred['n_sat']:.1f}"
-        + (f" (90% interval {pred['n_sat_ci'][0]:.0f}-{pred['n_sat_ci'][1]:.0f})" if pred.get("n_sat_ci") else "") + ".",
-        f"- Recommended allocation: n = {pred['n_recommended']}, B_p = {pred['b_p']}, M = {pred['m']}, recipe {pred['recipe']}.",
-        "- Simulated budgets count the simulator's rollouts; whether they transfer to this model is what this run tests.",
+        + (f" (90% interval {pred['n_sat_ci'][0]:.0f}-{pred['n_sat_ci'][1]:.0f})" if pred.get("n_sat_ci") else "")
+        + ".",
+        f"- Recommended allocation: n = {pred['n_recommended']}, B_p = {pred['b_p']}, M = {pred['m']}, "
+        f"recipe {pred['recipe']}.",
+        "- Simulated budgets count the simulator's rollouts; whether they transfer to this model is what this "
+        "run tests.",
         "", "## Plan", "",
         "| run | n | B_p | M (steps) | lr |", "|---|---:|---:|---:|---:|",
         *[f"| {r.name} | {r.n} | {r.b_p} | {r.steps} | {r.lr:.3g} |" for r in plan.runs],
@@ -670,7 +677,8 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
         f"| n | steps | rollouts | val {v['metric']} | +/- (1 se) | val best@k | val worst@k | train reward |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
         *[f"| {n} | {d['step']} | {d['rollouts']:.0f} | {d['reward']:.3f} | {d['se']:.3f} | {d['val_best']:.3f} | "
-          f"{d['val_worst']:.3f} | {d['train_reward']:.3f} |" for n, d in sorted(v["per_n"].items(), key=lambda x: int(x[0]))],
+          f"{d['val_worst']:.3f} | {d['train_reward']:.3f} |"
+          for n, d in sorted(v["per_n"].items(), key=lambda x: int(x[0]))],
         "",
     ]
     fr = result.get("frontier")
@@ -679,7 +687,8 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
         lines += ["## Frontier analysis of the real runs (isosim.report)", "",
                   "| budget | observed n* | frontier reward |", "|---:|---:|---:|",
                   *[f"| {fr['budgets'][i]:.0f} | {fr['n_star'][i]} | {fr['reward'][i]:.3f} |" for i in idx], "",
-                  f"Fitted n_sat of the real runs: {fr['n_sat']:.1f} (with three n values this is a bound, not a fit).", ""]
+                  f"Fitted n_sat of the real runs: {fr['n_sat']:.1f} (with three n values this is a bound, "
+                  "not a fit).", ""]
     else:
         lines += ["## Frontier analysis", "", f"Failed: {result.get('frontier_error')}", ""]
     lines += ["## Figures", ""]
@@ -698,8 +707,8 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
 def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = None) -> list[str]:
     """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them)."""
     pred = plan.predicted
-    lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, n_sat = {pred['n_sat']:.1f}, "
-             f"recipe {pred['recipe']}",
+    lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
+             f"n_sat = {pred['n_sat']:.1f}, recipe {pred['recipe']}",
              f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"]
     lines += [f"  note: {n}" for n in plan.notes]
     for r in plan.runs:

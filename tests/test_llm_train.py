@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -45,7 +46,10 @@ def argv(assets, out, **over):
             "max-new-tokens": 24, "eval-n": 4, "eval-points": 6, "save-every": 2, "lr": 1e-3, "out": str(out),
             "micro-batch-size": 8}
     args.update({k.replace("_", "-"): v for k, v in over.items()})
-    return [x for k, v in args.items() for x in (f"--{k}", str(v))]
+    out = []
+    for k, v in args.items():
+        out += ([f"--{k}"] if v else [f"--no-{k}"]) if isinstance(v, bool) else [f"--{k}", str(v)]
+    return out
 
 
 def crc_reward(texts, golds):
@@ -84,6 +88,26 @@ def test_decoupled_baseline_samples_n_est_and_updates_on_n(assets, tmp_path):
     trainer.train_step()
     assert trainer.rollouts == 8  # b_p * n_est rollouts are paid for
     assert seen["n"] == 4  # b_p * n enter the update
+    trainer.close()
+
+
+def test_several_iterations_per_batch_and_zero_variance_filtering(assets, tmp_path):
+    cfg = parse_args(argv(assets, tmp_path / "a", recipe="hard", budget=16, num_iterations=3, lr=0.05,
+                          clip_eps=0.05))
+    trainer = GRPOTrainer(cfg, reward_fn=crc_reward, log=lambda s: None)
+    trainer.setup()
+    m = trainer.train_step()
+    assert m["optim/skipped"] == 0.0 and m["policy/clip_frac"] < 0.01  # stats come from iteration 1 (ratio 1)
+    m = trainer.train_step()  # a second batch, with pi_old frozen before three optimizer steps
+    assert math.isfinite(m["loss/total"]) and trainer.optimizer.state_dict()["state"][0]["step"] == 6
+    trainer.close()
+    cfg = parse_args(argv(assets, tmp_path / "b", recipe="hard", budget=16, filter_zero_variance=True))
+    trainer = GRPOTrainer(cfg, reward_fn=lambda texts, golds: [0.0] * len(texts), log=lambda s: None)
+    trainer.setup()
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    m = trainer.train_step()
+    assert m["optim/skipped"] == 1.0 and m["reward/frac_filtered_groups"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
     trainer.close()
 
 

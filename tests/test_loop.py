@@ -311,5 +311,5 @@ def test_validate_local_resumes_without_rerunning_finished_runs(calibrated, asse
     for fig in ("reward_curves.png", "n_star_predicted_vs_observed.png"):
         assert (out / "figures" / fig).stat().st_size > 1000
     # --- another plan in the same folder is refused
-    one_line_error(isosim_here(assets, monkeypatch, capsys, *validate_args(assets, profile, out, "--n", "2,4", "--seeds", 2, b_p=8)),
-                   "other settings")
+    again = validate_args(assets, profile, out, "--n", "2,4", "--seeds", 2, b_p=8)
+    one_line_error(isosim_here(assets, monkeypatch, capsys, *again), "other settings")

@@ -2,11 +2,14 @@
 
 ``python studies/mini_validation/collect.py runs/mini_validation``: the profile and its
 histogram, the recommendation, the plan, each run's records and metrics, the generated
-``validation.md`` / ``validation.json`` and every figure (PNG). Checkpoints stay behind.
+``validation.md`` / ``validation.json`` and every figure (PNG), and ``results/progress.json``
+(steps done per run, last validation point), which also covers a study that did not finish.
+Checkpoints stay behind.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -22,10 +25,22 @@ def main(work: str) -> None:
                 w / "validate" / "validation.json"):
         if src.is_file():
             shutil.copy2(src, HERE / "results" / src.name)
-    for run in sorted((w / "validate" / "runs").glob("*")):
-        for name in ("records.jsonl", "metrics.jsonl"):
-            if (run / name).is_file():
-                shutil.copy2(run / name, HERE / "results" / f"{run.name}.{name}")
+    progress = {}
+    plan = w / "validate" / "plan.json"
+    for run in (json.loads(plan.read_text())["runs"] if plan.is_file() else []):
+        d = Path(run["dir"])
+        for name in ("records.jsonl", "metrics.jsonl", "train.log"):
+            if (d / name).is_file():
+                shutil.copy2(d / name, HERE / "results" / f"{d.name}.{name}")
+        rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()] if (d / "metrics.jsonl").is_file() else []
+        recs = [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines()] if (d / "records.jsonl").is_file() else []
+        progress[run["name"]] = {
+            "n": run["n"], "b_p": run["b_p"], "steps_planned": run["steps"], "steps_done": len(rows),
+            "rollouts": rows[-1]["rollouts"] if rows else 0, "wall_s": rows[-1]["wall_s"] if rows else 0.0,
+            "train_reward_per_step": [r["reward/mean"] for r in rows],
+            "evals": [{k: r[k] for k in ("step", "rollouts", "val_avg", "val_best", "val_worst")} for r in recs],
+        }
+    (HERE / "results" / "progress.json").write_text(json.dumps(progress, indent=1))
     for png in [w / "profile_hist.png", *(w / "validate" / "figures").glob("*.png"),
                 *(w / "validate" / "analysis").glob("*.png")]:
         if png.is_file():
