@@ -295,7 +295,8 @@ def plot_histogram(rates: np.ndarray, k: int, path: Path, title: str = "") -> li
     edges = np.linspace(-0.5 / k, 1 + 0.5 / k, k + 2)
     ax.hist(rates, bins=edges, color="#4c72b0", edgecolor="white")
     for name, (lo, hi), color in (("easy", BANDS["easy"], "#55a868"), ("hard", BANDS["hard"], "#c44e52")):
-        ax.axvspan(lo - 0.5 / k if lo == 0 else lo, hi, color=color, alpha=0.15, label=f"{name} band [{lo}, {hi}]")
+        ax.axvspan(lo - 0.5 / k if lo == 0 else lo, hi, color=color, alpha=0.15, zorder=0,
+                   label=f"{name} band [{lo}, {hi}]")
     ax.set_xlabel(f"pass rate (avg@{k})")
     ax.set_ylabel("problems")
     ax.set_title(f"{title}\n{len(rates)} problems, mean {np.mean(rates):.3f}", fontsize=10)

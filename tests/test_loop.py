@@ -208,6 +208,21 @@ def test_validate_slurm_dry_run_prints_submitit_and_accelerate(calibrated, asset
     assert all(128 // (4 * n) >= 3 for n in plan["ns"])  # every run gets >= min_steps updates
 
 
+def test_plan_brackets_n_sat_and_clips_to_min_steps():
+    from isosim.errors import IsosimError
+    from llm_runs.validate import plan_ns
+
+    assert plan_ns(16, 10**6, 32)[0] == [4, 16, 64]  # n_sat / 4, n_sat, 4 n_sat
+    assert plan_ns(100, 10**6, 32)[0] == [32, 128, 512]  # powers of two
+    ns, notes = plan_ns(4, 128, 4, min_steps=4)  # 1 -> 2 (GRPO needs n >= 2), 16 -> 8 (4 steps)
+    assert ns == [2, 4, 8] and len(notes) == 2
+    ns, notes = plan_ns(256, 256, 4, min_steps=4)  # everything clipped to 16: fill below
+    assert ns == [4, 8, 16] and any("added" in m for m in notes)
+    assert all(256 // (4 * n) >= 4 for n in ns)
+    with pytest.raises(IsosimError, match="too small"):
+        plan_ns(4, 16, 4, min_steps=4)
+
+
 def test_slurm_job_specs_are_valid_submitit_and_accelerate(assets, tmp_path):
     from accelerate.commands.launch import launch_command_parser
     from submitit.slurm.slurm import _make_sbatch_string

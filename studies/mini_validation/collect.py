@@ -17,6 +17,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def _jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
 def main(work: str) -> None:
     w = Path(work)
     (HERE / "figures").mkdir(exist_ok=True)
@@ -32,8 +38,7 @@ def main(work: str) -> None:
         for name in ("records.jsonl", "metrics.jsonl", "train.log"):
             if (d / name).is_file():
                 shutil.copy2(d / name, HERE / "results" / f"{d.name}.{name}")
-        rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()] if (d / "metrics.jsonl").is_file() else []
-        recs = [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines()] if (d / "records.jsonl").is_file() else []
+        rows, recs = _jsonl(d / "metrics.jsonl"), _jsonl(d / "records.jsonl")
         progress[run["name"]] = {
             "n": run["n"], "b_p": run["b_p"], "steps_planned": run["steps"], "steps_done": len(rows),
             "rollouts": rows[-1]["rollouts"] if rows else 0, "wall_s": rows[-1]["wall_s"] if rows else 0.0,

@@ -20,6 +20,9 @@ W=${MINI_VALIDATION_WORK:-runs/mini_validation}
 S=studies/mini_validation
 mkdir -p "$W"
 export MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false
+# One torch thread: on this shared, oversubscribed 2-core box two OpenMP threads made sampling
+# 4x slower (8 x 8 tokens: 72 s with 2 threads, 18.6 s with 1, measured 2026-12-02).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 ISOSIM="python cli.py"
 INSTR='Put your final answer within \boxed{}.'
 BUDGET=128       # rollouts per run (the smallest budget isosim recommend accepts)
