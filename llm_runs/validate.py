@@ -583,7 +583,7 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
         log(f"frontier analysis failed: {exc}")
     f_n_star = int(frontier["n_star"][-1]) if frontier else None
     v = verdict(plan, df, metric=metric, frontier_n_star=f_n_star)
-    figures = plot_validation(plan, df, metric, frontier, out / "figures")
+    figures = plot_validation(plan, df, metric, frontier, out / "figures", v)
     result = {"verdict": v, "frontier": None if frontier is None else {
         "budgets": frontier["budgets"], "n_star": frontier["n_star"], "reward": frontier["reward"],
         "n_sat": frontier["fit"]["n_sat"], "figures": frontier["figures"]},
@@ -596,9 +596,10 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
 
 
 def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[str, Any] | None,
-                    folder: Path) -> list[Path]:
-    """``reward_curves`` (validation metric and train reward vs rollouts, per n) and ``n_star``
-    (predicted vs observed n*(C))."""
+                    folder: Path, v: dict[str, Any] | None = None) -> list[Path]:
+    """``reward_curves`` (validation metric at eval points; train reward of every step, from
+    ``metrics.jsonl``) and ``n_star_predicted_vs_observed`` (n*(C) predicted vs observed, and the
+    final reward per n with its tolerance, against the predicted n*(C) and n_sat)."""
     from isosim import plots
 
     ns = sorted(int(n) for n in df["n"].unique())
@@ -609,34 +610,57 @@ def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[s
         for _, g in df[df["n"] == n].groupby("run_id"):
             g = g.sort_values("rollouts")
             ax1.plot(g["rollouts"], g[metric], "o-", color=color, label=f"n = {n}")
-            t = g[g["train_reward"].notna()]
-            ax2.plot(t["rollouts"], t["train_reward"], "o-", color=color, label=f"n = {n}")
+    for run in plan.runs:
+        path = Path(run.dir) / "metrics.jsonl"
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        rows = [json.loads(x) for x in text.splitlines() if x.strip()]
+        if rows:
+            ax2.plot([r["rollouts"] for r in rows], [r["reward/mean"] for r in rows], ".-", alpha=0.8,
+                     color=cmap(norm(math.log2(run.n))), label=f"n = {run.n}")
     ax1.set_xlabel("rollouts C")
     ax1.set_ylabel(f"validation {metric}")
     ax1.set_title(f"validation, B_p = {plan.b_p}", fontsize=10)
     ax2.set_xlabel("rollouts C")
     ax2.set_ylabel("train reward (mean of the step's rollouts)")
-    ax2.set_title("training reward at eval points", fontsize=10)
+    ax2.set_title("training reward, every step", fontsize=10)
     for ax in (ax1, ax2):
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
-        ax.legend(uniq.values(), uniq.keys(), fontsize=8)
+        if uniq:
+            ax.legend(uniq.values(), uniq.keys(), fontsize=8)
     written = plots.save(fig, folder / "reward_curves")
-    fig, (ax,) = plots._figure()
+
+    fig, (ax, axr) = plots._figure(ncols=2)
     curve = plan.predicted["curve"]
-    ax.step(curve["budgets"], curve["n_star"], where="post", color="#4c72b0",
+    ax.step(curve["budgets"], curve["n_star"], "o-", where="post", color="#4c72b0", ms=3,
             label=f"predicted n*(C) (simulator, {plan.predicted['source']})")
     ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":",
                label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
     if frontier is not None:
-        ax.step(frontier["budgets"], frontier["n_star"], where="post", color="#c44e52",
-                label="observed n*(C) (frontier of the real runs)")
+        ax.step(frontier["budgets"], frontier["n_star"], "s-", where="post", color="#c44e52", ms=5,
+                label="observed n*(C) (frontier fit of the real runs)")
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
     ax.set_xlabel("rollouts C")
     ax.set_ylabel("n*")
     ax.set_title(f"n*(C): predicted vs observed (tried n = {ns})", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
+    if v is not None:
+        per = {int(k): d for k, d in v["per_n"].items()}
+        xs = sorted(per)
+        axr.errorbar(xs, [per[n]["reward"] for n in xs], yerr=[2 * per[n]["se"] for n in xs], fmt="o-",
+                     color="#333333", capsize=4, label=f"final validation {metric} (+/- 2 se)")
+        if math.isfinite(v["base_reward"]):
+            axr.axhline(v["base_reward"], color="#999999", ls="--", label=f"base model {v['base_reward']:.3f}")
+        axr.axvline(v["predicted_n_star"], color="#4c72b0", ls="-", alpha=0.6,
+                    label=f"predicted n*(C) = {v['predicted_n_star']}")
+        axr.set_xscale("log", base=2)
+        axr.set_xticks(xs)
+        axr.set_xticklabels([str(n) for n in xs])
+        axr.set_xlabel("n (rollouts per problem)")
+        axr.set_ylabel(f"validation {metric} at C = {plan.runs[0].config['budget']}")
+        axr.set_title(f"verdict: {v['agreement']}", fontsize=10)
+        axr.legend(fontsize=7)
     written += plots.save(fig, folder / "n_star_predicted_vs_observed")
     return written
 
