@@ -513,12 +513,12 @@ def fit_n_star(
 # ----------------------------------------------------------------------------------------------
 # 5. analyze: frontier + n* fit + bootstrap over runs
 # ----------------------------------------------------------------------------------------------
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     """Plain Python types for json: numpy scalars and arrays unwrapped, NaN/inf -> None."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
@@ -628,7 +628,7 @@ def analyze(
         "use_record_breaking": use_record_breaking,
         "bin_width": bin_width,
     }
-    return _jsonable(result)
+    return jsonable(result)
 
 
 def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
@@ -666,7 +666,7 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
         raise IsosimError(f"not an analyze result: missing {', '.join(missing)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(result), indent=2, allow_nan=False) + "\n")
+    path.write_text(json.dumps(jsonable(result), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -737,7 +737,7 @@ def bp_sensitivity(
     over_n = (table.max(axis=0) - table.min(axis=0))[table.notna().sum(axis=0) >= 2] * 100
     if len(over_bp) == 0 or len(over_n) == 0:
         raise IsosimError("bp_sensitivity needs two or more b_p at some n and two or more n at some b_p")
-    return _jsonable({
+    return jsonable({
         "metric": metric,
         "budget": float(budget),
         "spread_over_b_p_pp": float(over_bp.mean()),

@@ -39,6 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from isosim.analysis import jsonable
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
 from isosim.presets import get_preset
@@ -426,18 +427,7 @@ def _r(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {x:.4f}" for k, x in d.items()) + "}"
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    return obj
+_jsonable = jsonable  # one converter for every JSON the project writes
 
 
 FINDINGS = ("F1", "F2", "F3", "F4", "F5", "F6", "F8", "F9")
