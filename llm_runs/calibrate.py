@@ -170,8 +170,10 @@ class _Engine:
         acc = Accelerator(mixed_precision="bf16" if use_bf16 else "no")
         path = models.resolve_model(s.model)
         self.tokenizer = models.load_tokenizer(path)
-        model = models.load_model(path).to(acc.device).eval()
-        model.requires_grad_(False)
+        model = None
+        if s.sampler == "hf":  # vLLM loads its own copy of the weights
+            model = models.load_model(path).to(acc.device).eval()
+            model.requires_grad_(False)
         eos = models.eos_ids(self.tokenizer, model)
         # The sampler factories read their settings from a run config; this one only carries them.
         cfg = RunConfig(data=s.data, model=s.model, n=max(s.k, 2), b_p=1, budget=max(s.k, 2),

@@ -311,8 +311,8 @@ def run_local(plan: ValidationPlan, log: Log = print, python: str | None = None)
         with train_log.open("a", encoding="utf-8") as fh:
             fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(local_command(run, python))}\n")
             fh.flush()
-            rc = subprocess.call(local_command(run, python), stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT),
-                                 env=_env())
+            # In the caller's folder: the run configs' paths (data, out) are relative to it.
+            rc = subprocess.call(local_command(run, python), stdout=fh, stderr=subprocess.STDOUT, env=_env())
         if rc != 0:
             last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
             raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "
@@ -384,7 +384,7 @@ def accelerate_command(run: RunSpec, opts: SlurmOptions) -> list[str]:
 
 def slurm_job_specs(plan: ValidationPlan, opts: SlurmOptions) -> dict[str, Any]:
     """What ``--launcher slurm`` submits: executor parameters and one command per unfinished run."""
-    jobs = [{"name": r.name, "run_dir": r.dir, "command": accelerate_command(r, opts)}
+    jobs = [{"name": r.name, "run_dir": str(Path(r.dir).resolve()), "command": accelerate_command(r, opts)}
             for r in plan.runs if not run_progress(r)["finished"]]
     return {"folder": str(Path(plan.out) / "slurm"), "executor": executor_parameters(opts), "jobs": jobs,
             "skipped": [r.name for r in plan.runs if run_progress(r)["finished"]]}
@@ -393,7 +393,7 @@ def slurm_job_specs(plan: ValidationPlan, opts: SlurmOptions) -> dict[str, Any]:
 class TrainJob:
     """A submitit job: one run's ``accelerate launch``. Requeued on preemption/timeout (it resumes)."""
 
-    def __call__(self, command: list[str], run_dir: str) -> int:
+    def __call__(self, command: list[str], run_dir: str, cwd: str | None = None) -> int:
         env = _env()
         if "{machine_rank}" in command:
             rank = env.get("SLURM_NODEID", "0")
@@ -402,7 +402,7 @@ class TrainJob:
             ip = hosts[0] if hosts else "localhost"
             command = [c.replace("{machine_rank}", rank).replace("{main_process_ip}", ip) for c in command]
         with (Path(run_dir) / "train.log").open("a", encoding="utf-8") as fh:
-            rc = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env)
+            rc = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT, cwd=cwd, env=env)
         if rc != 0:
             raise RuntimeError(f"{shlex.join(command)} exited with {rc} (see {run_dir}/train.log)")
         return rc
@@ -438,7 +438,7 @@ def submit_slurm(plan: ValidationPlan, opts: SlurmOptions, wait: bool = True, lo
     jobs = []
     with executor.batch():
         for j in todo:
-            jobs.append(executor.submit(TrainJob(), j["command"], j["run_dir"]))
+            jobs.append(executor.submit(TrainJob(), j["command"], j["run_dir"], os.getcwd()))
     record = {**{k: v for k, v in (json.loads(jobs_file.read_text()) if jobs_file.is_file() else {}).items()},
               **{j["name"]: job.job_id for j, job in zip(todo, jobs)}}
     _write_json(jobs_file, record)
@@ -747,6 +747,9 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
         lines.append(f"submitit.SlurmExecutor(folder={spec['folder']!r}).update_parameters(**{spec['executor']!r})")
         lines.append(f"job array of {len(spec['jobs'])} job(s), one task per node, each running:")
         lines += ["  " + shlex.join(j["command"]) for j in spec["jobs"]]
+        if opts is not None and opts.nodes > 1:
+            lines.append("  ({machine_rank} and {main_process_ip} are filled in on each node from SLURM_NODEID "
+                         "and the job's first host)")
         if spec["skipped"]:
             lines.append(f"  (finished, not submitted: {', '.join(spec['skipped'])})")
     return lines
