@@ -4,7 +4,8 @@
 budget, reads ``n*`` at that budget with the frontier analysis, and fills in the rest the way
 the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 
-1. ``n``: the simulated compute-optimal n at the budget (capped by the hardware batch).
+1. ``n``: the simulated compute-optimal n at the budget; where several n tie within
+   ``NEAR_TIE`` (near saturation), the smallest of them (capped by the hardware batch).
 2. ``B_p``: a moderate value; B_p matters little between 32 and 1024, too small a B_p
    destabilises hard sets, so take the largest power of two in [32, 256] that leaves at least
    ``MIN_STEPS`` sequential updates and fits ``b_max`` and the data set.
@@ -34,6 +35,7 @@ MIN_STEPS = 100
 B_P_CHOICES = (256, 128, 64, 32)
 BASE_LR, B_REF = 1e-6, 1024
 HARD_P = 1.0 / 16
+NEAR_TIE = 0.005  # rewards closer than this (half a point of pass rate) count as a tie
 
 
 @dataclass
@@ -71,6 +73,28 @@ def hard_share(profile_spec: str, draws: int = 4096) -> float:
 
     p = get_profile(profile_spec).sample(draws, np.random.default_rng(0))
     return float((p < HARD_P).mean())
+
+
+def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:
+    """(chosen n, argmax n, chosen minus best reward) at the largest budget of an analysis.
+
+    Near the saturation point the fitted curves of many n end within noise of each other; the
+    argmax among them is a coin toss that can land on the largest n. Take instead the smallest n
+    whose fitted reward at the budget is within ``NEAR_TIE`` of the best: same reward, more steps.
+    """
+    from isosim.analysis import FitResult
+
+    budget = float(result["budgets"][-1])
+    best_n = int(result["n_star"][-1])
+    rewards = {}
+    for key, d in result["per_n"].items():
+        if float(d["max_rollouts"]) >= budget * 0.99 and float(d["min_rollouts"]) <= budget:
+            rewards[int(key)] = float(FitResult.from_dict(d).predict(budget))
+    if best_n not in rewards:
+        return best_n, best_n, 0.0
+    top = rewards[best_n]
+    n = min(k for k, r in rewards.items() if r >= top - NEAR_TIE)
+    return n, best_n, rewards[n] - top
 
 
 def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple[int, str]:
@@ -121,9 +145,10 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     store = cache_dir() / plan.plan_id
     df = sweep.run_sweep(plan, store, progress=progress)
     result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0)
-    n = int(result["n_star"][-1])
-    reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts "
-                     f"({metric}); the fitted saturation is n_sat = {result['fit']['n_sat']:.0f}")}
+    n, best_n, gap = smallest_near_optimal_n(result)
+    reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
+                     f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
+                     f"which leaves the most steps; fitted saturation n_sat = {result['fit']['n_sat']:.0f}")}
     if n * min(B_P_CHOICES) > b_max:
         n = max(1, b_max // min(B_P_CHOICES))
         reasons["n"] += f"; capped to {n} so that B_p * n fits the max batch {b_max}"

@@ -1,0 +1,31 @@
+"""recommend's choice of n near saturation, and its B_p rule."""
+
+from isosim.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
+
+
+def _result(asymptotes, budget=1e7):
+    """An analysis-shaped result whose per-n curves are already flat at their asymptotes."""
+    per_n = {str(n): dict(r0=a, a=a, log_c_mid=3.0, b=1.0, min_rollouts=32 * n, max_rollouts=budget)
+             for n, a in asymptotes.items()}
+    best = max(asymptotes, key=asymptotes.get)
+    return {"budgets": [budget], "n_star": [best], "per_n": per_n}
+
+
+def test_near_tie_picks_the_smallest_n():
+    res = _result({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.726})
+    n, best, gap = smallest_near_optimal_n(res)
+    assert (n, best) == (64, 2048) and -NEAR_TIE <= gap <= 0
+
+
+def test_clear_winner_is_kept():
+    res = _result({8: 0.60, 64: 0.70, 256: 0.72, 2048: 0.71})
+    assert smallest_near_optimal_n(res)[:2] == (256, 256)
+
+
+def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
+    b_p, _ = choose_b_p(n=64, budget=1e7, b_max=65536, problems=None)
+    assert b_p == 256 and 1e7 // (b_p * 64) >= 100
+    b_p, _ = choose_b_p(n=1024, budget=1e7, b_max=65536, problems=None)
+    assert b_p * 1024 <= 65536
+    b_p, why = choose_b_p(n=64, budget=1e5, b_max=65536, problems=None)
+    assert b_p == 32 and "fewer than" in why
