@@ -256,24 +256,27 @@ def validate(
 
 def main() -> None:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
-    import click
+    try:  # typer >= 0.20 vendors click as typer._click; older typer uses click itself
+        from typer._click import exceptions as click_exc
+    except ImportError:
+        from click import exceptions as click_exc
 
     from isosim.errors import IsosimError
 
+    if len(sys.argv) == 1:
+        sys.argv.append("--help")
     try:
         app(standalone_mode=False)
     except IsosimError as exc:
         typer.echo(f"isosim: error: {exc}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("isosim: interrupted (rerun the same command to resume)", err=True)
         sys.exit(130)
-    except click.exceptions.ClickException as exc:
-        typer.echo(f"isosim: error: {exc.format_message()}", err=True)
+    except click_exc.ClickException as exc:  # bad options and arguments: one line, exit 2
+        message = " ".join(exc.format_message().split())
+        typer.echo(f"isosim: error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
-    except KeyboardInterrupt:
-        typer.echo("isosim: interrupted (rerun the same command to resume)", err=True)
-        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,10 @@ def test_bad_input_one_line_exit_2(explored, tmp_path):
     _bad(isosim("explore", "--preset", "nightmare", "--quick", "--out", tmp_path / "x"), "nightmare")
     _bad(isosim("explore", "--quick", "--budget-max", "-5", "--out", tmp_path / "x"), "budget")
     _bad(isosim("explore", "--quick", "--question", "q9", "--out", tmp_path / "x"), "q9")
+    _bad(isosim("explore", "--seeds", "0", "--out", tmp_path / "x"), "--seeds")
+    _bad(isosim("explore", "--bogus", "1"), "--bogus")
+    _bad(isosim("nope"), "nope")
+    _bad(isosim("recommend", "--budget", "-3"), "budget")
     _bad(isosim("explore", "--preset", "hard", "--quick", "--out", out), "another plan")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
