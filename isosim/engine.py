@@ -184,11 +184,6 @@ def regulariser_gradient(pi, logpi, logpi0, kl, ent):
     return pi * (f - (pi * f).sum(-1, keepdim=True))
 
 
-def kl_entropy(pi, logpi, logpi0):
-    """Exact KL(pi || pi0) and entropy per problem."""
-    return (pi * (logpi - logpi0)).sum(-1), -(pi * logpi).sum(-1)
-
-
 def sample_counts(pi, u, big_runs, streams, cfgs):
     """Multinomial(n, pi) counts [R, B, K]: inverse CDF of uniforms ``u`` [R, B, n_max] for small
     n (padding uniforms of 2.0 fall outside every bin), numpy's multinomial for large n."""
