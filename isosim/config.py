@@ -46,7 +46,11 @@ class SimConfig:
     n_train: int = 512
     """training problems"""
     n_val: int = 512
-    """held-out validation problems (same profile, same clusters)"""
+    """held-out validation problems (same clusters; same profile unless ``val_profile``)"""
+    val_profile: str | None = None
+    """difficulty profile of the validation problems when it differs from the training one
+    (out-of-domain or per-difficulty evaluation). When set, the training problems are the same
+    whatever ``val_profile`` is, so runs that differ only in it train identically"""
     responses: int = 16
     """K, candidate responses per problem"""
     correct_min: int = 1
@@ -166,6 +170,8 @@ class SimConfig:
         need(self.trust_region is None or self.trust_region > 0, "trust_region must be positive")
         need(self.mean_len is None or self.mean_len > 0, "mean_len must be positive")
         get_profile(self.profile)  # raises on an unknown or malformed profile
+        if self.val_profile is not None:
+            get_profile(self.val_profile)
 
     # --- derived values ---------------------------------------------------------------
     @property
@@ -190,7 +196,7 @@ class SimConfig:
     def population_key(self) -> tuple:
         """Settings that fix the problem population (runs sharing it share problems)."""
         return (
-            self.profile, self.n_train, self.n_val, self.responses, self.correct_min,
+            self.profile, self.val_profile, self.n_train, self.n_val, self.responses, self.correct_min,
             self.correct_max, self.clusters, self.transfer_frac, self.loading_lo,
             self.loading_hi, self.hard_loading, self.mem_dim, self.hidden, self.mean_len,
             self.data_seed if self.data_seed is not None else self.seed,
@@ -209,6 +215,8 @@ class SimConfig:
         """Stable id: readable allocation plus a hash of every other setting."""
         d = dataclasses.asdict(self)
         d["extra"] = sorted(d["extra"].items())
+        if d["val_profile"] is None:  # keeps the ids of runs from before the field existed
+            del d["val_profile"]
         digest = hashlib.sha1(repr(sorted(d.items())).encode()).hexdigest()[:8]
         label = self.name or self.profile.replace("/", "_").replace(":", "").replace(",", "_")
         return f"{label}-n{self.n}-bp{self.b_p}-s{self.seed}-{digest}"

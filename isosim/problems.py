@@ -2,7 +2,7 @@
 
 One population is drawn per ``data_seed`` from a difficulty profile. Its training problems come
 first (rows ``0 .. n_train-1``), validation problems after them; both come from the same profile
-and the same skill clusters, so transfer along a cluster's skill direction is what lets training
+(unless ``val_profile`` names another one) and the same skill clusters, so transfer along a cluster's skill direction is what lets training
 improve validation.
 
 Base logits. Raw logits are standard normal; the correct responses' logits are then shifted by
@@ -76,7 +76,12 @@ def build(cfg: SimConfig, *, device: str | torch.device = "cpu", dtype=torch.flo
     rng = np.random.default_rng(np.random.SeedSequence([data_seed, 0x150_5EED]))
     mem_rng = np.random.default_rng(np.random.SeedSequence([data_seed, 0x3E3_0]))
     P, K = cfg.n_train + cfg.n_val, cfg.responses
-    p = get_profile(cfg.profile).sample(P, rng)
+    if cfg.val_profile is None:
+        p = get_profile(cfg.profile).sample(P, rng)
+    else:  # validation pass rates from a stream of their own: training problems do not depend on it
+        val_rng = np.random.default_rng(np.random.SeedSequence([data_seed, 0x7A1]))
+        p = np.concatenate([get_profile(cfg.profile).sample(cfg.n_train, rng),
+                            get_profile(cfg.val_profile).sample(cfg.n_val, val_rng)])
 
     m = rng.integers(cfg.correct_min, cfg.correct_max + 1, size=P)
     rank = rng.random((P, K)).argsort(axis=1).argsort(axis=1)  # a random order per problem

@@ -189,6 +189,20 @@ def test_bad_input_raises_one_clear_error(kwargs, match):
         SimConfig(**kwargs)
 
 
+def test_val_profile_changes_validation_only():
+    base = dict(profile="hard", n_train=64, n_val=64, seed=5)
+    on_easy, on_hard = build(SimConfig(**base, val_profile="easy")), build(SimConfig(**base, val_profile="hard"))
+    assert torch.equal(on_easy.z0[:64], on_hard.z0[:64]) and torch.equal(on_easy.U[:64], on_hard.U[:64])
+    assert float(on_easy.p0[64:].min()) >= 0.3 and float(on_hard.p0[64:].max()) <= 0.0625
+    runs = simulate([SimConfig(**base, val_profile=v, n=4, b_p=8, steps=30, eval_points=3) for v in ("easy", "hard")])
+    by = {v: g.reset_index(drop=True) for v, g in runs.groupby("val_profile")}
+    assert np.array_equal(by["easy"]["train_reward"], by["hard"]["train_reward"])  # same training
+    assert by["easy"]["val_avg"].iloc[0] > 0.3 > 0.0625 > by["hard"]["val_avg"].iloc[0]
+    assert SimConfig(**base).run_id != SimConfig(**base, val_profile="hard").run_id
+    with pytest.raises(IsosimError, match="unknown"):
+        SimConfig(val_profile="medium")
+
+
 def test_bad_profile_files(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
