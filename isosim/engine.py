@@ -46,6 +46,8 @@ DIRECT_MAX = 64  # largest n sampled from uniforms (above it: numpy multinomial 
 CHUNK = 64  # steps of problem order and uniforms drawn per refill
 ADV_EPS = 1e-4  # GRPO's epsilon in (r - mean) / (std + eps)
 ADAM_EPS = 1e-8
+FEW_POPULATIONS = 4  # evaluation loops over populations up to this many, gathers above it
+EVAL_BLOCK = 1 << 23  # elements of gathered features per block of runs in an evaluation
 
 
 # ----------------------------------------------------------------------------------------
@@ -135,7 +137,9 @@ def logits(params, scale, tab_scale, pop: Population, pop_idx, idx, U=None, z0=N
             h = params["theta"][:, None, :] + torch.einsum("rbh,rhd->rbd", hid, params["w2"])
             z = z + torch.einsum("rbkd,rbd->rbk", U, h * scale[:, None, :])
         else:
-            z = z + (U * (params["theta"] * scale)[:, None, None, :]).sum(-1)
+            R, B, K, D = U.shape
+            h = (params["theta"] * scale).view(R, 1, D)
+            z = z + torch.bmm(h, U.reshape(R, B * K, D).transpose(1, 2)).view(R, B, K)  # h U^T: faster than U h here
     if "tab" in params:  # per-problem logits exist for training problems only
         train = idx < pop.n_train
         t = torch.gather(params["tab"], 1, idx.clamp(max=pop.n_train - 1)[..., None].expand(-1, -1, z.shape[-1]))
@@ -146,19 +150,21 @@ def logits(params, scale, tab_scale, pop: Population, pop_idx, idx, U=None, z0=N
 # ----------------------------------------------------------------------------------------
 # The GRPO update, in logit space
 # ----------------------------------------------------------------------------------------
-def advantages(correct, mu, n_base, std_norm):
+def advantages(correct, mu, n_base, std_norm, var_factor=None):
     """Advantage of every response [R, B, K] in groups whose baseline mean is ``mu`` [R, B].
 
     ``mu`` is estimated from ``n_base`` draws (the update's own n unless the baseline is
     decoupled). Where ``std_norm`` [R, 1] is true (GRPO) the advantage is divided by the unbiased
     sample std of those draws plus ``ADV_EPS``, as TRL does; elsewhere it is mean-only
     (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
+    ``var_factor`` may pass the precomputed ``n_base / max(n_base - 1, 1)``.
     """
     A = correct - mu[..., None]
     if std_norm is not None:
-        var = mu * (1.0 - mu) * n_base / (n_base - 1.0).clamp(min=1.0)
-        denom = torch.where(std_norm, var.clamp(min=0.0).sqrt() + ADV_EPS, 1.0)
-        A = A / denom[..., None]
+        if var_factor is None:
+            var_factor = n_base / (n_base - 1.0).clamp(min=1.0)
+        sd = (mu * (1.0 - mu)).clamp_(min=0.0).mul_(var_factor).sqrt_().add_(ADV_EPS)
+        A.div_(torch.where(std_norm, sd, 1.0)[..., None])
     return A
 
 
@@ -184,17 +190,21 @@ def regulariser_gradient(pi, logpi, logpi0, kl, ent):
     return pi * (f - (pi * f).sum(-1, keepdim=True))
 
 
-def sample_counts(pi, u, big_runs, streams, cfgs):
-    """Multinomial(n, pi) counts [R, B, K]: inverse CDF of uniforms ``u`` [R, B, n_max] for small
-    n (padding uniforms of 2.0 fall outside every bin), numpy's multinomial for large n."""
+def sample_counts(pi, u_sorted, big_runs, streams, cfgs):
+    """Multinomial(n, pi) counts [R, B, K]. Small n: inverse CDF of n uniforms per group, given
+    sorted along the last axis ``u_sorted`` [R, B, n_max] (padding uniforms of 2.0 fall outside
+    every bin): response k receives the uniforms in [cdf_{k-1}, cdf_k), so its count is
+    ``#(u < cdf_k) - #(u < cdf_{k-1})``, one binary search per response rather than per draw.
+    Large n: numpy's multinomial."""
     R, B, K = pi.shape
-    counts = torch.zeros(R, B, K + 1, dtype=pi.dtype, device=pi.device)
-    if u is not None:
-        cdf = pi.cumsum(-1)
+    if u_sorted is not None:
+        cdf = torch.zeros(R, B, K + 1, dtype=pi.dtype, device=pi.device)
+        torch.cumsum(pi, -1, out=cdf[..., 1:])
         cdf[..., -1] = 1.0
-        cat = torch.searchsorted(cdf, u, right=True)
-        counts.scatter_add_(-1, cat, torch.ones_like(u))
-    counts = counts[..., :K]
+        below = torch.searchsorted(u_sorted, cdf)  # [R, B, K + 1]: uniforms below 0, cdf_1, ..., 1
+        counts = (below[..., 1:] - below[..., :-1]).to(pi.dtype)
+    else:
+        counts = torch.zeros_like(pi)
     if big_runs:
         p_np = pi[big_runs].cpu().numpy()
         drawn = np.zeros(p_np.shape)
@@ -210,7 +220,8 @@ def linear_backward(params, grad_z, U, idx, scale, tab_scale):
     """Parameter gradients of the linear/tabular policy from the logit gradient (no autograd)."""
     grads = {}
     if "theta" in params:
-        grads["theta"] = (grad_z[..., None] * U).sum((1, 2)) * scale
+        R, D = scale.shape
+        grads["theta"] = torch.bmm(grad_z.reshape(R, 1, -1), U.reshape(R, -1, D)).view(R, D) * scale
     if "tab" in params:
         tab = torch.zeros_like(params["tab"])
         K = grad_z.shape[-1]
@@ -222,23 +233,57 @@ def linear_backward(params, grad_z, U, idx, scale, tab_scale):
 # ----------------------------------------------------------------------------------------
 # Evaluation
 # ----------------------------------------------------------------------------------------
-def pass_rates(params, scale, tab_scale, pop: Population, pop_idx) -> tuple[torch.Tensor, torch.Tensor]:
-    """pass@1 of every problem [R, P] and the policies' log-probs [R, P, K]."""
-    P = pop.z0.shape[-2]
+def all_logits(params, scale, tab_scale, pop: Population, pop_idx) -> torch.Tensor:
+    """Logits of every problem [R, P, K] (training problems first)."""
+    P, K = pop.z0.shape[-2:]
     if "w2" in params:
         idx = torch.arange(P, device=pop.z0.device).expand(len(pop_idx), P)
-        z = logits(params, scale, tab_scale, pop, pop_idx, idx)
-    else:  # linear: one matrix product per population, no gather of [R, P, K, D]
-        z = pop.z0[pop_idx].clone()
-        if "theta" in params:
-            h = params["theta"] * scale
-            for s in pop_idx.unique().tolist():
-                sel = (pop_idx == s).nonzero().squeeze(-1)
-                z[sel] += torch.einsum("pkd,rd->rpk", pop.U[s], h[sel])
-        if "tab" in params:
-            z[:, : pop.n_train] += tab_scale[:, None, None] * params["tab"]
-    logpi = torch.log_softmax(z, -1)
-    return (logpi.exp() * pop.correct[pop_idx]).sum(-1), logpi
+        return logits(params, scale, tab_scale, pop, pop_idx, idx)
+    groups = _by_population(pop_idx)
+    h = params["theta"] * scale if "theta" in params else None
+    if len(groups) > FEW_POPULATIONS:  # many populations: batched products over blocks of runs
+        R, D = len(pop_idx), pop.U.shape[-1]
+        z = _rows(pop.z0, pop_idx).clone()
+        if h is not None:
+            block = max(1, EVAL_BLOCK // (P * K * D))
+            for i in range(0, R, block):
+                Ub = _rows(pop.U, pop_idx[i: i + block], offset=i).view(-1, P * K, D)
+                z[i: i + block] += torch.bmm(h[i: i + block, None, :], Ub.transpose(1, 2)).view(-1, P, K)
+    else:  # a few populations: one matrix product each, no gather of [R, P, K, D]
+        parts = []
+        for s, sel in groups:
+            if h is not None:
+                zs = (h[sel] @ pop.U[s].view(P * K, -1).T).view(-1, P, K)
+                zs += pop.z0[s]
+            else:
+                zs = pop.z0[s].expand(len(sel), P, K).clone()
+            parts.append(zs)
+        if len(groups) == 1:
+            z = parts[0]
+        else:
+            z = torch.empty(len(pop_idx), P, K, dtype=pop.z0.dtype, device=pop.z0.device)
+            for (_, sel), zs in zip(groups, parts):
+                z[sel] = zs
+    if "tab" in params:
+        z[:, : pop.n_train] += tab_scale[:, None, None] * params["tab"]
+    return z
+
+
+def _rows(x, pop_idx, offset: int = 0):
+    """``x[pop_idx]`` along the population axis: a view when runs ``offset ..`` own populations
+    ``offset ..`` in order (each run its own population), a gathered copy otherwise."""
+    n = len(pop_idx)
+    if bool((pop_idx == torch.arange(offset, offset + n, device=pop_idx.device)).all()):
+        return x[offset: offset + n]
+    return x.index_select(0, pop_idx)
+
+
+def _by_population(pop_idx) -> list[tuple[int, torch.Tensor]]:
+    """(population, runs of it) pairs; one pair covering every run when they share one."""
+    ids = pop_idx.tolist()
+    if len(set(ids)) == 1:
+        return [(ids[0], torch.arange(len(ids), device=pop_idx.device))]
+    return [(s, (pop_idx == s).nonzero().squeeze(-1)) for s in dict.fromkeys(ids)]
 
 
 def unbiased_best_worst(c: np.ndarray, N: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -249,11 +294,30 @@ def unbiased_best_worst(c: np.ndarray, N: int, k: int) -> tuple[np.ndarray, np.n
     return best, worst
 
 
-def evaluate(p, logpi, logpi0, n_train: int, k: int) -> dict[str, np.ndarray]:
-    """Metrics of several runs at once from exact pass rates ``p`` [R, P] (train problems first)
-    and log-probs [R, P, K]; each value is an array over runs."""
+def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str, np.ndarray], torch.Tensor]:
+    """Metrics of several runs at once from their logits ``z`` [R, P, K] (overwritten), with the
+    exact pass rates ``p`` [R, P] they come from; each metric is an array over runs.
+
+    One exponential per logit: with ``e = exp(z - max z)`` and ``S = sum e``, ``p = sum_correct e
+    / S``, entropy ``log S - sum pi (z - max z)`` and ``KL = -H - sum pi log pi0``.
+    """
+    n_train = pop.n_train
+    zs = z.sub_(z.amax(-1, keepdim=True))
+    e = zs.exp()
+    S = e.sum(-1)
+    pi_t = e[:, :n_train] / S[:, :n_train, None]
+    groups = _by_population(pop_idx)
+    if len(groups) > FEW_POPULATIONS:
+        p = (e * _rows(pop.correct, pop_idx)).sum(-1) / S
+        cross = (pi_t * _rows(logpi0_all, pop_idx)[:, :n_train]).sum(-1).mean(-1)
+    else:
+        p = torch.empty_like(S)
+        cross = torch.empty(len(pop_idx), dtype=z.dtype, device=z.device)
+        for s, sel in groups:
+            p[sel] = (e[sel] * pop.correct[s]).sum(-1) / S[sel]
+            cross[sel] = (pi_t[sel] * logpi0_all[s, :n_train]).sum(-1).mean(-1)
+    ent = (S[:, :n_train].log() - (pi_t * zs[:, :n_train]).sum(-1)).mean(-1)
     train, val = p[:, :n_train], p[:, n_train:]
-    pi = logpi[:, :n_train].exp()
     bins = (train * records.HIST_BINS).long().clamp(0, records.HIST_BINS - 1)
     hist = torch.nn.functional.one_hot(bins, records.HIST_BINS).to(p.dtype).mean(1)
     out = {
@@ -263,13 +327,13 @@ def evaluate(p, logpi, logpi0, n_train: int, k: int) -> dict[str, np.ndarray]:
         "val_avg": val.mean(-1),
         "val_best": (1 - (1 - val) ** k).mean(-1),
         "val_worst": (val**k).mean(-1),
-        "entropy": -(pi * logpi[:, :n_train]).sum(-1).mean(-1),
-        "kl": (pi * (logpi[:, :n_train] - logpi0[:, :n_train])).sum(-1).mean(-1),
+        "entropy": ent,
+        "kl": -ent - cross,
         "train_frac_zero": (train < records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
         "train_frac_solved": (train > 1 - records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
     }
     out.update({col: hist[:, i] for i, col in enumerate(records.HIST_COLUMNS)})
-    return {key: val.cpu().numpy() for key, val in out.items()}
+    return {key: val.cpu().numpy() for key, val in out.items()}, p
 
 
 def sampled_metrics(val: np.ndarray, N: int, k: int, rng: np.random.Generator) -> dict:
@@ -343,6 +407,28 @@ class _Batch:
         self.any["warmup"] = any(c.warmup > 0 for c in cfgs)
         self.any["wd"] = any(c.wd > 0 for c in cfgs)
         self.any_reg = any(c.kl > 0 or c.entropy > 0 for c in cfgs)
+        # per-run constants shaped for broadcasting, recomputed only when runs leave
+        v = self.vec
+        self.masked = len({c.b_p for c in cfgs}) > 1  # some runs use fewer batch slots than others
+        self.const = {
+            "n": v["n"][:, None],
+            "n_base": v["n_roll"][:, None],  # draws behind the baseline (n unless decoupled)
+            "var_factor": (v["n_roll"] / (v["n_roll"] - 1.0).clamp(min=1.0))[:, None],  # unbiased variance
+            "pg_scale": (-1.0 / (v["b_p"] * v["n"]))[:, None, None],  # loss normalisation, sign of descent
+            "reg_scale": (1.0 / v["b_p"])[:, None, None],
+            "kl": v["kl"][:, None, None],
+            "ent": v["ent"][:, None, None],
+            "spent": v["n_roll"] * v["b_p"],
+            "std_norm": v["grpo"][:, None] if self.any["grpo"] else None,
+            "is_dec": (v["n_roll"] > v["n"])[:, None, None].to(v["n"].dtype) if self.decoupled else None,
+        }
+        self.spent_total = float(sum(c.rollouts_per_step * c.b_p for c in cfgs))
+        one = lambda name: (lambda xs: xs.pop() if len(xs) == 1 else None)({getattr(c, name) for c in cfgs})  # noqa: E731
+        # Adam with the same betas and no weight decay / clipping / warm-up in every run: scalar fast path
+        self.plain_adam = (all(c.optimizer == "adam" for c in cfgs) and not self.any["wd"]
+                           and not self.any["clip"] and not self.any["warmup"] and not self.any["trust"]
+                           and one("beta1") is not None and one("beta2") is not None)
+        self.betas = (one("beta1"), one("beta2"))
 
     def keep(self, sel: list[int]) -> None:
         """Drop every run not in ``sel`` (finished runs leave the batch)."""
@@ -371,8 +457,14 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     used[pop.dims["skill"]] |= not bool(used.any())
     cols = used.nonzero().squeeze(-1)
     pop = dataclasses.replace(pop, U=pop.U[..., cols].contiguous())
-    scale = scale[:, cols]
+    P_all = pop.U.shape[1]
     has_len = bool(pop.length.isfinite().any())
+    U_flat = pop.U.view(-1, pop.U.shape[-2] * pop.U.shape[-1])  # [S * P, K * D]: one row per problem
+    tables = {"z0": pop.z0, "correct": pop.correct, "logpi0": logpi0_all}  # gathered per chunk, by row
+    if has_len:
+        tables["length"] = pop.length.nan_to_num(0.0)
+    tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
+    scale = scale[:, cols]
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
@@ -386,8 +478,8 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         v = b.vec
         with torch.no_grad():
             sub = {k: p[ix] for k, p in b.params.items()}
-            p, logpi = pass_rates(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix])
-            metrics = evaluate(p, logpi, logpi0_all[v["pop_idx"][ix]], pop.n_train, cfgs[0].k)
+            z_all = all_logits(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix])
+            metrics, p = evaluate(z_all, pop, v["pop_idx"][ix], logpi0_all, cfgs[0].k)
         spent = v["rollouts"][ix].tolist()
         tokens = v["tokens"][ix].tolist() if has_len else [float("nan")] * len(sel)
         p_val = p[:, pop.n_train:].cpu().numpy()
@@ -415,17 +507,14 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             for r, (c, st) in enumerate(zip(b.cfgs, b.streams)):
                 idx_np[r, :, : c.b_p] = st.problems(CHUNK)
                 if c.n <= DIRECT_MAX:
-                    u_np[r, :, : c.b_p, : c.n] = st.uniforms(CHUNK)
+                    u_np[r, :, : c.b_p, : c.n] = np.sort(st.uniforms(CHUNK), axis=-1)
             # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
             sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
             u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
                      if u_np is not None else None)
             # gather the chunk's problem tensors once
-            rows_c = v["pop_idx"][None, :, None]
-            chunk = {"z0": pop.z0[rows_c, sched], "correct": pop.correct[rows_c, sched],
-                     "logpi0": logpi0_all[rows_c, sched]}
-            if has_len:
-                chunk["length"] = pop.length[rows_c, sched].nan_to_num(0.0)
+            flat = (v["pop_idx"][None, :, None] * P_all + sched).view(-1)
+            chunk = {name: table.index_select(0, flat).view(*sched.shape, -1) for name, table in tables.items()}
         s = t % CHUNK
         idx = sched[s]
         u = u_all[s] if u_all is not None else None
@@ -433,7 +522,8 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         here = {k: x[s] for k, x in chunk.items()}
 
         # ---- forward: logits of the batch problems ------------------------------------------
-        U = pop.U[rows_ix, idx] if "theta" in b.params else None
+        U = (U_flat.index_select(0, (rows_ix * P_all + idx).view(-1)).view(*idx.shape, *pop.U.shape[-2:])
+             if "theta" in b.params else None)
         if autograd:
             for p in b.params.values():
                 p.requires_grad_(True)
@@ -445,7 +535,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             # ---- rollouts: how often each response was drawn ----------------------------------
             counts = sample_counts(pi, u, b.big, b.streams, b.cfgs)
             m = (counts * correct).sum(-1)
-            n = v["n"][:, None]
+            K_ = b.const
             if b.decoupled:  # the baseline also counts the extra n_est - n draws
                 dec = b.decoupled
                 p_b = (pi * correct).sum(-1)[dec].cpu().numpy().clip(0, 1)
@@ -453,25 +543,25 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                                   for j, r in enumerate(dec)])
                 m_base = m.clone()
                 m_base[dec] += torch.as_tensor(extra, dtype=dtype, device=device)
-                n_base = v["n_roll"][:, None]
-                is_dec = (v["n_roll"] > v["n"])[:, None, None].to(dtype)
             else:
-                m_base, n_base, is_dec = m, n, None
+                m_base = m
             # ---- advantages and the policy-gradient direction in logit space --------------------
-            A = advantages(correct, m_base / n_base, n_base, v["grpo"][:, None] if b.any["grpo"] else None)
-            g_pg = logit_gradient(counts, A, pi, is_dec)
+            A = advantages(correct, m_base / K_["n_base"], K_["n_base"], K_["std_norm"], K_["var_factor"])
+            g_pg = logit_gradient(counts, A, pi, K_["is_dec"])
             # ---- which groups enter the loss, and the loss gradient ---------------------------
             if b.any["zero_var"]:
-                keep = v["b_mask"] & (((m > 0) & (m < n)) | ~v["zero_var"][:, None])
-                kept = keep.sum(-1).clamp(min=1).to(dtype)
+                keep = v["b_mask"] & (((m > 0) & (m < K_["n"])) | ~v["zero_var"][:, None])
+                kept = keep.sum(-1).clamp(min=1).to(dtype)[:, None, None]
+                grad_z = g_pg * (-1.0 / (kept * K_["n"][..., None]))
+                reg_scale = 1.0 / kept
             else:
-                keep, kept = v["b_mask"], v["b_p"]
-            grad_z = g_pg * (-1.0 / (kept * v["n"]))[:, None, None]
+                keep = v["b_mask"]
+                grad_z = g_pg.mul_(K_["pg_scale"])
+                reg_scale = K_["reg_scale"]
             if b.any_reg:
-                reg = regulariser_gradient(pi, logpi, here["logpi0"],
-                                           v["kl"][:, None, None], v["ent"][:, None, None])
-                grad_z += reg / kept[:, None, None]
-            if b.any["zero_var"] or Bmax > min(c.b_p for c in b.cfgs):
+                reg = regulariser_gradient(pi, logpi, here["logpi0"], K_["kl"], K_["ent"])
+                grad_z.addcmul_(reg, reg_scale)
+            if b.any["zero_var"] or b.masked:
                 grad_z *= keep[..., None]
         if autograd:
             names = list(b.params)
@@ -484,15 +574,14 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         with torch.no_grad():
             _apply_update(b, grads, z.detach(), pop, idx, t)
             # ---- accounting -------------------------------------------------------------------
-            spent = v["n_roll"] * v["b_p"]
-            v["rollouts"] += spent
+            v["rollouts"] += b.const["spent"]
             if has_len:
                 L = here["length"]
                 extra_draws = (v["n_roll"] - v["n"])[:, None]
                 v["tokens"] += (counts * L).sum((-1, -2)) + ((pi * L).sum(-1) * extra_draws * v["b_mask"]).sum(-1)
         t += 1
         if progress is not None:
-            progress(float(spent.sum()))
+            progress(b.spent_total)
         # ---- evaluation points; finished runs leave the batch ---------------------------------
         due = [r for r, sch in enumerate(b.schedule) if sch[0] == t]
         if due:
@@ -512,6 +601,16 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
 def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int) -> None:
     """Weight decay, clipping, SGD/Adam(W) with warm-up, optional trust region; in place."""
     v, R = b.vec, len(b.cfgs)
+    if b.plain_adam:  # every run: Adam, the same betas, nothing else: scalar bias corrections
+        b1, b2 = b.betas
+        bc1, bc2 = 1 - b1 ** (t + 1), 1 - b2 ** (t + 1)
+        for k, g in grads.items():
+            b.m1[k].mul_(b1).add_(g, alpha=1 - b1)
+            b.m2[k].mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (b.m2[k] / bc2).sqrt_().add_(ADAM_EPS)
+            lr = v["lr"].view(R, *([1] * (g.dim() - 1)))
+            b.params[k].addcdiv_(b.m1[k] * lr, denom, value=-1.0 / bc1)
+        return
 
     def per_run(x, like):  # [R] -> broadcastable to ``like``
         return x.view(R, *([1] * (like.dim() - 1)))
@@ -595,6 +694,6 @@ def simulate(
     finally:
         torch.set_num_threads(before)
     df = pd.DataFrame(rows)
-    order = {rid: i for i, rid in enumerate(ids)}
-    df = df.sort_values(["run_id", "step"], key=lambda s: s.map(order) if s.name == "run_id" else s, kind="stable")
-    return df.reset_index(drop=True)
+    order = {rid: i for i, rid in enumerate(ids)}  # runs in the order given, each by step
+    by = np.lexsort((df["step"].to_numpy(), np.fromiter((order[r] for r in df["run_id"]), int, len(df))))
+    return df.take(by).reset_index(drop=True)

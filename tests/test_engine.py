@@ -136,6 +136,20 @@ def test_batched_runs_equal_runs_one_by_one(policy):
                                   check_exact=False, rtol=1e-9, atol=1e-12)
 
 
+def test_many_populations_and_the_adam_fast_path_match_runs_one_by_one():
+    # 6 populations (evaluation gathers rather than loops), runs leaving at different steps, and
+    # all-Adam batches (scalar fast path) against the same runs beside an SGD run (general path)
+    base = SimConfig(optimizer="adam", lr=0.05, kl=1.0, entropy=0.01, **SMALL)
+    cfgs = [base.replace(n=4 * (1 + s % 3), seed=s, budget=600.0 * (1 + s)) for s in range(6)]
+    metrics = ["step", "rollouts", "train_reward", "val_avg", "val_best", "val_worst", "entropy", "kl"]
+    alone = pd.concat([simulate([c]) for c in cfgs], ignore_index=True)
+    for batch in (cfgs, cfgs + [base.replace(n=4, seed=9, optimizer="sgd", lr=2.0, budget=2000.0)]):
+        together = simulate(batch)
+        together = together[together.run_id.isin({c.run_id for c in cfgs})].reset_index(drop=True)
+        pd.testing.assert_frame_equal(together[["run_id"] + metrics], alone[["run_id"] + metrics],
+                                      check_exact=False, rtol=1e-9, atol=1e-12)
+
+
 def test_single_problem_tabular_learns_and_sequential_beats_parallel():
     base = SimConfig(policy="tabular", n_train=1, n_val=1, b_p=1, profile="uniform:0.3,0.3",
                      lr=1.0, eval_points=4, data_seed=0)
