@@ -310,6 +310,10 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
     if len(groups) > FEW_POPULATIONS:
         p = (e * _rows(pop.correct, pop_idx)).sum(-1) / S
         cross = (pi_t * _rows(logpi0_all, pop_idx)[:, :n_train]).sum(-1).mean(-1)
+    elif len(groups) == 1:  # every run on one population: no indexing by run
+        s = groups[0][0]
+        p = (e * pop.correct[s]).sum(-1) / S
+        cross = (pi_t * logpi0_all[s, :n_train]).sum(-1).mean(-1)
     else:
         p = torch.empty_like(S)
         cross = torch.empty(len(pop_idx), dtype=z.dtype, device=z.device)
@@ -322,11 +326,11 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
     hist = torch.nn.functional.one_hot(bins, records.HIST_BINS).to(p.dtype).mean(1)
     out = {
         "train_reward": train.mean(-1),
-        "train_best": (1 - (1 - train) ** k).mean(-1),
-        "train_worst": (train**k).mean(-1),
+        "train_best": 1 - _ipow(1 - train, k).mean(-1),
+        "train_worst": _ipow(train, k).mean(-1),
         "val_avg": val.mean(-1),
-        "val_best": (1 - (1 - val) ** k).mean(-1),
-        "val_worst": (val**k).mean(-1),
+        "val_best": 1 - _ipow(1 - val, k).mean(-1),
+        "val_worst": _ipow(val, k).mean(-1),
         "entropy": ent,
         "kl": -ent - cross,
         "train_frac_zero": (train < records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
@@ -334,6 +338,18 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
     }
     out.update({col: hist[:, i] for i, col in enumerate(records.HIST_COLUMNS)})
     return {key: val.cpu().numpy() for key, val in out.items()}, p
+
+
+def _ipow(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``x ** k`` for an integer k >= 1 by repeated squaring (torch's generic pow is slow)."""
+    out, base = None, x
+    while True:
+        if k & 1:
+            out = base if out is None else out * base
+        k >>= 1
+        if not k:
+            return out
+        base = base * base
 
 
 def sampled_metrics(val: np.ndarray, N: int, k: int, rng: np.random.Generator) -> dict:
