@@ -154,7 +154,7 @@ def advantages(correct, mu, n_base, std_norm, var_factor=None):
     """Advantage of every response [R, B, K] in groups whose baseline mean is ``mu`` [R, B].
 
     ``mu`` is estimated from ``n_base`` draws (the update's own n unless the baseline is
-    decoupled). Where ``std_norm`` [R, 1] is true (GRPO) the advantage is divided by the unbiased
+    decoupled). Where ``std_norm`` [R, 1] (or ``True`` for every group) is true (GRPO) the advantage is divided by the unbiased
     sample std of those draws plus ``ADV_EPS``, as TRL does; elsewhere it is mean-only
     (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
     ``var_factor`` may pass the precomputed ``n_base / max(n_base - 1, 1)``.
@@ -164,7 +164,7 @@ def advantages(correct, mu, n_base, std_norm, var_factor=None):
         if var_factor is None:
             var_factor = n_base / (n_base - 1.0).clamp(min=1.0)
         sd = (mu * (1.0 - mu)).clamp_(min=0.0).mul_(var_factor).sqrt_().add_(ADV_EPS)
-        A.div_(torch.where(std_norm, sd, 1.0)[..., None])
+        A.div_((sd if std_norm is True else torch.where(std_norm, sd, 1.0))[..., None])
     return A
 
 
@@ -435,7 +435,7 @@ class _Batch:
             "kl": v["kl"][:, None, None],
             "ent": v["ent"][:, None, None],
             "spent": v["n_roll"] * v["b_p"],
-            "std_norm": v["grpo"][:, None] if self.any["grpo"] else None,
+            "std_norm": (True if all(c.adv == "grpo" for c in cfgs) else v["grpo"][:, None]) if self.any["grpo"] else None,
             "is_dec": (v["n_roll"] > v["n"])[:, None, None].to(v["n"].dtype) if self.decoupled else None,
         }
         self.spent_total = float(sum(c.rollouts_per_step * c.b_p for c in cfgs))
@@ -529,16 +529,16 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
                      if u_np is not None else None)
             # gather the chunk's problem tensors once
-            flat = (v["pop_idx"][None, :, None] * P_all + sched).view(-1)
-            chunk = {name: table.index_select(0, flat).view(*sched.shape, -1) for name, table in tables.items()}
+            flat_c = v["pop_idx"][None, :, None] * P_all + sched  # rows of the flattened tables, [CHUNK, R, B]
+            chunk = {name: table.index_select(0, flat_c.view(-1)).view(*sched.shape, -1)
+                     for name, table in tables.items()}
         s = t % CHUNK
         idx = sched[s]
         u = u_all[s] if u_all is not None else None
-        rows_ix = v["pop_idx"][:, None]
         here = {k: x[s] for k, x in chunk.items()}
 
         # ---- forward: logits of the batch problems ------------------------------------------
-        U = (U_flat.index_select(0, (rows_ix * P_all + idx).view(-1)).view(*idx.shape, *pop.U.shape[-2:])
+        U = (U_flat.index_select(0, flat_c[s].view(-1)).view(*idx.shape, *pop.U.shape[-2:])
              if "theta" in b.params else None)
         if autograd:
             for p in b.params.values():
@@ -608,6 +608,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             if len(alive) < len(b.cfgs):
                 ix = torch.as_tensor(alive, dtype=torch.long, device=device)
                 sched = sched[:, ix]
+                flat_c = flat_c[:, ix]
                 u_all = u_all[:, ix] if u_all is not None else None
                 chunk = {k: x[:, ix] for k, x in chunk.items()}
                 b.keep(alive)
