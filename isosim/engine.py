@@ -230,18 +230,81 @@ def linear_backward(params, grad_z, U, idx, scale, tab_scale):
     return grads
 
 
+class LinearFeatures:
+    """The linear policy's feature term ``U h`` of a step's problems, and its backward.
+
+    The skill part of the features has one non-zero direction per problem (its cluster) by
+    construction, so it is kept as a cluster index and a weight per response and costs a gather
+    of ``h`` rather than of ``U``; the dense parts (typicality, memorisation) are gathered per
+    step. When the skill block is not one-hot per problem, every column counts as dense.
+    """
+
+    def __init__(self, U: torch.Tensor, n_skill: int):
+        S, P, K, D = U.shape
+        Usk = U[..., :n_skill]
+        nz = (Usk != 0).any(2)  # [S, P, C]: columns a problem loads on
+        if n_skill and bool((nz.sum(-1) <= 1).all()):
+            self.n_skill = n_skill
+            cluster = nz.to(U.dtype).argmax(-1)  # [S, P] (0 where the problem loads on nothing)
+            weight = Usk.gather(-1, cluster[..., None, None].expand(S, P, K, 1)).squeeze(-1)
+            self.tables = {"skill_w": weight.reshape(S * P, K), "skill_c": cluster.reshape(S * P, 1)}
+        else:
+            self.n_skill = 0
+            self.tables = {}
+        self.dense = U[..., self.n_skill:].reshape(S * P, -1)  # [S * P, K * D_dense]
+        self.n_dense = D - self.n_skill
+        self.K = K
+
+    def forward(self, h, here, flat):
+        """``U h`` [R, B, K] for the rows ``flat`` [R, B] of a step (``here``: gathered tables)."""
+        R, B = flat.shape
+        out = None
+        if self.n_skill:
+            hc = h.gather(1, here["skill_c"].view(R, B))  # [R, B]: each problem's cluster weight
+            out = here["skill_w"] * hc[..., None]
+        self.U_dense = None
+        if self.n_dense:
+            Ud = self.dense.index_select(0, flat.view(-1)).view(R, B * self.K, self.n_dense)
+            zd = torch.bmm(h[:, None, self.n_skill:], Ud.transpose(1, 2)).view(R, B, self.K)
+            out = zd if out is None else out.add_(zd)
+            self.U_dense = Ud
+        return out
+
+    def backward(self, grad_z, here):
+        """Gradient with respect to ``h`` [R, D] of ``sum grad_z * U h`` (after :meth:`forward`)."""
+        R, B, K = grad_z.shape
+        g = torch.zeros(R, self.n_skill + self.n_dense, dtype=grad_z.dtype, device=grad_z.device)
+        if self.n_skill:
+            w = (grad_z * here["skill_w"]).sum(-1)  # [R, B]
+            g[:, : self.n_skill].scatter_add_(1, here["skill_c"].view(R, B), w)
+        if self.n_dense:
+            g[:, self.n_skill:] = torch.bmm(grad_z.reshape(R, 1, B * K), self.U_dense).view(R, self.n_dense)
+        return g
+
+
 # ----------------------------------------------------------------------------------------
 # Evaluation
 # ----------------------------------------------------------------------------------------
-def all_logits(params, scale, tab_scale, pop: Population, pop_idx) -> torch.Tensor:
+def all_logits(params, scale, tab_scale, pop: Population, pop_idx, linear: "LinearFeatures | None" = None
+               ) -> torch.Tensor:
     """Logits of every problem [R, P, K] (training problems first)."""
-    P, K = pop.z0.shape[-2:]
+    S, P, K = pop.z0.shape
     if "w2" in params:
         idx = torch.arange(P, device=pop.z0.device).expand(len(pop_idx), P)
         return logits(params, scale, tab_scale, pop, pop_idx, idx)
     groups = _by_population(pop_idx)
     h = params["theta"] * scale if "theta" in params else None
-    if len(groups) > FEW_POPULATIONS:  # many populations: batched products over blocks of runs
+    if h is not None and linear is not None and linear.n_skill and not linear.n_dense:
+        # skill features only: z = z0 + w * h[cluster], one fused pass, no matrix product
+        W, C = linear.tables["skill_w"].view(S, P, K), linear.tables["skill_c"].view(S, P)
+        if len(groups) == 1:
+            s = groups[0][0]
+            hc = h.gather(1, C[s].expand(len(pop_idx), P))
+            z = torch.addcmul(pop.z0[s], W[s], hc[..., None])
+        else:
+            hc = h.gather(1, _rows(C, pop_idx))
+            z = torch.addcmul(_rows(pop.z0, pop_idx), _rows(W, pop_idx), hc[..., None])
+    elif len(groups) > FEW_POPULATIONS:  # many populations: batched products over blocks of runs
         R, D = len(pop_idx), pop.U.shape[-1]
         z = _rows(pop.z0, pop_idx).clone()
         if h is not None:
@@ -481,10 +544,14 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         tables["length"] = pop.length.nan_to_num(0.0)
     tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
     scale = scale[:, cols]
+    autograd = cfgs[0].policy == "mlp"
+    linear = None
+    if not autograd and cfgs[0].policy == "linear":  # (tabular runs have no theta)
+        linear = LinearFeatures(pop.U, int((cols < pop.clusters).sum()))
+        tables.update(linear.tables)
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
-    autograd = cfgs[0].policy == "mlp"
     rows: list[dict] = []
 
     def record(sel: list[int], step: int) -> None:
@@ -494,7 +561,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         v = b.vec
         with torch.no_grad():
             sub = {k: p[ix] for k, p in b.params.items()}
-            z_all = all_logits(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix])
+            z_all = all_logits(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix], linear)
             metrics, p = evaluate(z_all, pop, v["pop_idx"][ix], logpi0_all, cfgs[0].k)
         spent = v["rollouts"][ix].tolist()
         tokens = v["tokens"][ix].tolist() if has_len else [float("nan")] * len(sel)
@@ -538,12 +605,18 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         here = {k: x[s] for k, x in chunk.items()}
 
         # ---- forward: logits of the batch problems ------------------------------------------
-        U = (U_flat.index_select(0, flat_c[s].view(-1)).view(*idx.shape, *pop.U.shape[-2:])
-             if "theta" in b.params else None)
-        if autograd:
-            for p in b.params.values():
-                p.requires_grad_(True)
-        z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["z0"])
+        if linear is not None:  # z0 + U h (+ the per-problem tabular part), without autograd
+            z = here["z0"] + linear.forward(b.params["theta"] * v["scale"], here, flat_c[s])
+            if "tab" in b.params:
+                z = z + logits({"tab": b.params["tab"]}, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx,
+                               z0=torch.zeros_like(z))
+        else:
+            U = (U_flat.index_select(0, flat_c[s].view(-1)).view(*idx.shape, *pop.U.shape[-2:])
+                 if "theta" in b.params else None)
+            if autograd:
+                for p in b.params.values():
+                    p.requires_grad_(True)
+            z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["z0"])
         with torch.no_grad():
             logpi = torch.log_softmax(z, -1)
             pi = logpi.exp()
@@ -586,7 +659,10 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             for p in b.params.values():
                 p.requires_grad_(False)
         else:
-            grads = linear_backward(b.params, grad_z, U, idx, v["scale"], v["tab_scale"])
+            grads = linear_backward({k: x for k, x in b.params.items() if k != "theta" or linear is None},
+                                    grad_z, None if linear is not None else U, idx, v["scale"], v["tab_scale"])
+            if linear is not None:
+                grads["theta"] = linear.backward(grad_z, here) * v["scale"]
         with torch.no_grad():
             _apply_update(b, grads, z.detach(), pop, idx, t)
             # ---- accounting -------------------------------------------------------------------

@@ -10,6 +10,7 @@ import torch
 from isosim.config import SimConfig
 from isosim.engine import (
     ADV_EPS,
+    LinearFeatures,
     advantages,
     logit_gradient,
     regulariser_gradient,
@@ -148,6 +149,31 @@ def test_many_populations_and_the_adam_fast_path_match_runs_one_by_one():
         together = together[together.run_id.isin({c.run_id for c in cfgs})].reset_index(drop=True)
         pd.testing.assert_frame_equal(together[["run_id"] + metrics], alone[["run_id"] + metrics],
                                       check_exact=False, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dense_part", [False, True])
+@pytest.mark.parametrize("one_hot", [True, False])
+def test_linear_features_equal_the_dense_product(dense_part, one_hot):
+    gen = torch.Generator().manual_seed(2)
+    S, P, K, C = 2, 10, 5, 3
+    U = torch.zeros(S, P, K, C + (2 if dense_part else 0), dtype=torch.float64)
+    cluster = torch.randint(0, C, (S, P), generator=gen)
+    w = torch.rand(S, P, K, generator=gen, dtype=torch.float64) * (torch.rand(S, P, K, generator=gen) < 0.5)
+    U[..., :C].scatter_(-1, cluster[..., None, None].expand(S, P, K, 1), w[..., None])
+    if not one_hot:
+        U[0, 3, :, (cluster[0, 3] + 1) % C] = 0.7  # a problem loading on two clusters
+    if dense_part:
+        U[..., C:] = torch.randn(S, P, K, 2, generator=gen, dtype=torch.float64)
+    lf = LinearFeatures(U, C)
+    assert (lf.n_skill == C) == one_hot
+    R, B = 4, 6
+    flat = torch.randint(0, S * P, (R, B), generator=gen)
+    here = {name: t.index_select(0, flat.view(-1)).view(R, B, -1) for name, t in lf.tables.items()}
+    h = torch.randn(R, U.shape[-1], generator=gen, dtype=torch.float64)
+    Ug = U.reshape(S * P, K, -1)[flat]  # [R, B, K, D]
+    torch.testing.assert_close(lf.forward(h, here, flat), torch.einsum("rbkd,rd->rbk", Ug, h))
+    g = torch.randn(R, B, K, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(lf.backward(g, here), torch.einsum("rbk,rbkd->rd", g, Ug))
 
 
 def test_single_problem_tabular_learns_and_sequential_beats_parallel():
