@@ -21,7 +21,7 @@ if quick:
     profiles = ("uniform:0.02,0.06", "uniform:0.3,0.6")
     strengths = (0.0, 0.5)
 else:
-    scale = F.Scale(n_train=128, n_val=256, b_p=16, budget=5e5, n_values=(4, 8, 16, 32, 64, 128, 256), seeds=(0,))
+    scale = F.Scale(n_train=128, n_val=256, b_p=16, budget=5e5, n_values=(4, 8, 16, 32, 64, 128, 256), seeds=(0, 1))
     profiles = ("uniform:0.02,0.06", "uniform:0.06,0.15", "uniform:0.15,0.3", "uniform:0.3,0.6", "uniform:0.6,0.9")
     strengths = (0.0, 0.25, 0.5, 1.0)
 
