@@ -539,7 +539,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     P_all = pop.U.shape[1]
     has_len = bool(pop.length.isfinite().any())
     U_flat = pop.U.view(-1, pop.U.shape[-2] * pop.U.shape[-1])  # [S * P, K * D]: one row per problem
-    tables = {"z0": pop.z0, "correct": pop.correct, "logpi0": logpi0_all}  # gathered per chunk, by row
+    # gathered per chunk, by row. The base log-probs serve as base logits too (a softmax does not
+    # see a per-problem constant), which saves gathering z0 as well
+    tables = {"correct": pop.correct, "logpi0": logpi0_all}
     if has_len:
         tables["length"] = pop.length.nan_to_num(0.0)
     tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
@@ -606,7 +608,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
 
         # ---- forward: logits of the batch problems ------------------------------------------
         if linear is not None:  # z0 + U h (+ the per-problem tabular part), without autograd
-            z = here["z0"] + linear.forward(b.params["theta"] * v["scale"], here, flat_c[s])
+            z = here["logpi0"] + linear.forward(b.params["theta"] * v["scale"], here, flat_c[s])
             if "tab" in b.params:
                 z = z + logits({"tab": b.params["tab"]}, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx,
                                z0=torch.zeros_like(z))
@@ -616,7 +618,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             if autograd:
                 for p in b.params.values():
                     p.requires_grad_(True)
-            z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["z0"])
+            z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["logpi0"])
         with torch.no_grad():
             logpi = torch.log_softmax(z, -1)
             pi = logpi.exp()
@@ -664,7 +666,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             if linear is not None:
                 grads["theta"] = linear.backward(grad_z, here) * v["scale"]
         with torch.no_grad():
-            _apply_update(b, grads, z.detach(), pop, idx, t)
+            _apply_update(b, grads, z.detach(), pop, idx, t, here["logpi0"])
             # ---- accounting -------------------------------------------------------------------
             v["rollouts"] += b.const["spent"]
             if has_len:
@@ -691,7 +693,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     return rows
 
 
-def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int) -> None:
+def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int, base) -> None:
     """Weight decay, clipping, SGD/Adam(W) with warm-up, optional trust region; in place."""
     v, R = b.vec, len(b.cfgs)
     if b.plain_adam:  # every run: Adam, the same betas, nothing else: scalar bias corrections
@@ -732,7 +734,7 @@ def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int) -> None:
             step[k] -= per_run(torch.where(v["adamw"], lr * v["wd"], 0.0), g) * b.params[k]
     if b.any["trust"]:
         new = {k: b.params[k] + step[k] for k in step}
-        dz = (logits(new, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx) - z).abs()
+        dz = (logits(new, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, z0=base) - z).abs()
         dz = (dz * v["b_mask"][..., None]).reshape(R, -1).amax(-1)
         factor = torch.clamp(v["trust"] / (dz + 1e-12), max=1.0)
         step = {k: s * per_run(factor, s) for k, s in step.items()}
