@@ -599,7 +599,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                      if u_np is not None else None)
             # gather the chunk's problem tensors once
             flat_c = v["pop_idx"][None, :, None] * P_all + sched  # rows of the flattened tables, [CHUNK, R, B]
-            chunk = {name: table.index_select(0, flat_c.view(-1)).view(*sched.shape, -1)
+            chunk = {name: torch.nn.functional.embedding(flat_c, table)  # a row gather, faster than index_select
                      for name, table in tables.items()}
         s = t % CHUNK
         idx = sched[s]
