@@ -368,22 +368,23 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
     zs = z.sub_(z.amax(-1, keepdim=True))
     e = zs.exp()
     S = e.sum(-1)
-    pi_t = e[:, :n_train] / S[:, :n_train, None]
+    e_t, S_t = e[:, :n_train], S[:, :n_train]  # sums over pi = e / S are sums over e, divided once
     groups = _by_population(pop_idx)
     if len(groups) > FEW_POPULATIONS:
         p = (e * _rows(pop.correct, pop_idx)).sum(-1) / S
-        cross = (pi_t * _rows(logpi0_all, pop_idx)[:, :n_train]).sum(-1).mean(-1)
+        cross = (e_t * _rows(logpi0_all, pop_idx)[:, :n_train]).sum(-1)
     elif len(groups) == 1:  # every run on one population: no indexing by run
         s = groups[0][0]
         p = (e * pop.correct[s]).sum(-1) / S
-        cross = (pi_t * logpi0_all[s, :n_train]).sum(-1).mean(-1)
+        cross = (e_t * logpi0_all[s, :n_train]).sum(-1)
     else:
         p = torch.empty_like(S)
-        cross = torch.empty(len(pop_idx), dtype=z.dtype, device=z.device)
+        cross = torch.empty_like(S_t)
         for s, sel in groups:
             p[sel] = (e[sel] * pop.correct[s]).sum(-1) / S[sel]
-            cross[sel] = (pi_t[sel] * logpi0_all[s, :n_train]).sum(-1).mean(-1)
-    ent = (S[:, :n_train].log() - (pi_t * zs[:, :n_train]).sum(-1)).mean(-1)
+            cross[sel] = (e_t[sel] * logpi0_all[s, :n_train]).sum(-1)
+    ent_row = S_t.log() - (e_t * zs[:, :n_train]).sum(-1) / S_t
+    ent, cross = ent_row.mean(-1), (cross / S_t).mean(-1)
     train, val = p[:, :n_train], p[:, n_train:]
     bins = (train * records.HIST_BINS).long().clamp(0, records.HIST_BINS - 1)
     hist = torch.nn.functional.one_hot(bins, records.HIST_BINS).to(p.dtype).mean(1)
