@@ -793,7 +793,9 @@ def simulate(
         for group in groups.values():
             size = max_batch or len(group)
             for i in range(0, len(group), size):
-                rows.extend(_run_batch(group[i: i + size], torch.device(device), dtype, progress))
+                # no autograd anywhere but in the mlp policy: inference mode skips autograd's bookkeeping
+                with torch.inference_mode(group[0].policy != "mlp"):
+                    rows.extend(_run_batch(group[i: i + size], torch.device(device), dtype, progress))
     finally:
         torch.set_num_threads(before)
     df = pd.DataFrame(rows)
