@@ -211,13 +211,17 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs):
     else:
         counts = torch.zeros_like(pi)
     if big_runs:
-        p_np = pi[big_runs].cpu().numpy()
+        every = len(big_runs) == R
+        p_np = (pi if every else pi[big_runs]).cpu().numpy()
         drawn = np.zeros(p_np.shape)
         for j, r in enumerate(big_runs):
             c = cfgs[r]
             q = p_np[j, : c.b_p]
             drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, q / q.sum(-1, keepdims=True))
-        counts[big_runs] = torch.as_tensor(drawn, dtype=pi.dtype, device=pi.device)
+        drawn = torch.as_tensor(drawn, dtype=pi.dtype, device=pi.device)
+        if every:
+            return drawn
+        counts[big_runs] = drawn
     return counts
 
 
