@@ -73,6 +73,11 @@ class SimConfig:
     """largest skill loading of a transferring problem"""
     hard_loading: float = 1.0
     """multiplier on the loading of problems with base pass@1 < 1/16 (distance to travel)"""
+    hard_clusters: int = 0
+    """if > 0, problems with base pass@1 < 1/16 take their skill cluster from the last
+    ``hard_clusters`` of the ``clusters`` clusters and all other problems from the rest, so hard
+    and easier problems share no skill direction (only typicality and memorisation); 0: every
+    problem from every cluster"""
     memorize: float = 0.0
     """strength of random problem-specific features (memorisation, interference)"""
     mem_dim: int = 64
@@ -161,6 +166,8 @@ class SimConfig:
         need(self.n_est is None or self.n_est >= self.n, "n_est (decoupled baseline) must be >= n")
         need(self.lr > 0, "lr must be positive")
         need(self.clusters >= 1 and self.mem_dim >= 1 and self.hidden >= 1, "clusters, mem_dim, hidden must be >= 1")
+        need(0 <= self.hard_clusters < self.clusters,
+             f"hard_clusters must lie in [0, clusters) (got {self.hard_clusters})")
         need(0.0 <= self.transfer_frac <= 1.0, "transfer_frac must lie in [0, 1]")
         need(0.0 <= self.loading_lo <= self.loading_hi, "need 0 <= loading_lo <= loading_hi")
         need(min(self.kl, self.entropy, self.wd, self.skill, self.memorize, self.typicality, self.tabular) >= 0,
@@ -198,7 +205,7 @@ class SimConfig:
         return (
             self.profile, self.val_profile, self.n_train, self.n_val, self.responses, self.correct_min,
             self.correct_max, self.clusters, self.transfer_frac, self.loading_lo,
-            self.loading_hi, self.hard_loading, self.mem_dim, self.hidden, self.mean_len,
+            self.loading_hi, self.hard_loading, self.hard_clusters, self.mem_dim, self.hidden, self.mean_len,
             self.data_seed if self.data_seed is not None else self.seed,
         )
 
@@ -215,8 +222,9 @@ class SimConfig:
         """Stable id: readable allocation plus a hash of every other setting."""
         d = dataclasses.asdict(self)
         d["extra"] = sorted(d["extra"].items())
-        if d["val_profile"] is None:  # keeps the ids of runs from before the field existed
-            del d["val_profile"]
+        for key, default in (("val_profile", None), ("hard_clusters", 0)):
+            if d[key] == default:  # keeps the ids of runs from before the field existed
+                del d[key]
         digest = hashlib.sha1(repr(sorted(d.items())).encode()).hexdigest()[:8]
         label = self.name or self.profile.replace("/", "_").replace(":", "").replace(",", "_")
         return f"{label}-n{self.n}-bp{self.b_p}-s{self.seed}-{digest}"

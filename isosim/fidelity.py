@@ -20,8 +20,13 @@ F5          spread of val avg over B_p at fixed n vs over n at fixed B_p (same b
 F6          training pass@1 at matched compute (n_lo for e epochs vs n_hi for e * n_lo / n_hi):
             share of training problems stuck at pass@1 < 0.01, and the histogram's distance
             from uniform (total variation)
+F7          "another base model": a policy that can memorise training problems (tabular part)
+            has a lower val n* than the preset while its training reward keeps rising with n
 F8          n* at the top budget with a small training set below that with a large one
 F9          B_p = 128 at matched update steps: n = 256 > decoupled (64 update, 256 baseline) > 64
+F10         mixes: hard-only training forgets easy validation, the 50/50 mix prevents it (cost on
+            hard reported), very easy problems add nothing, larger n wins on most (train, val) pairs
+F11         train easy, validate on a harder profile (out of domain): larger n scores higher there
 ==========  ===============================================================================
 
 Values at a budget are each run's metric interpolated (linearly in rollouts) at that budget,
@@ -373,6 +378,143 @@ def score_f9(preset: str | dict, scale: Scale = QUICK, b_p: int = 128, n_lo: int
 
 
 # ----------------------------------------------------------------------------------------------
+# F7: other base models (a larger train-test gap caps n*)
+# ----------------------------------------------------------------------------------------------
+MEMORISING_MODEL = dict(tabular=3.0)
+"""a "base model" whose policy can memorise each training problem (a per-problem tabular part
+next to the shared linear skills): training reward runs far ahead of validation"""
+
+
+def score_f7(preset: str | dict = "easy", scale: Scale = QUICK, model: dict | None = None,
+             reference: dict | None = None, **overrides: Any) -> dict:
+    """Two "base models" under one recipe: ``reference`` (default: the preset as it is) and
+    ``model`` (default ``MEMORISING_MODEL``). Holds when the model's validation n* at the top
+    budget is below the reference's (seed mean and every seed) while its training reward still
+    rises past its validation n* (train argmax n > val argmax n): the train-test gap caps n*."""
+    model = MEMORISING_MODEL if model is None else model
+    reference = reference or {}
+    out: dict[str, Any] = {"model": model, "reference": reference}
+    for name, kw in (("reference", reference), ("model", model)):
+        df = run_q1(preset, scale, **{**overrides, **kw})
+        val, train = curve_at(df, scale.budget), curve_at(df, scale.budget, "train_reward")
+        n_val, n_train = argmax_n(val), argmax_n(train)
+        out[name] = {"val_avg": val, "train_reward": train, "kl": curve_at(df, scale.budget, "kl"),
+                     "n_star_val": n_val, "n_star_train": n_train,
+                     "gap_at_n_star_pp": 100 * (train[n_val] - val[n_val]),
+                     "per_seed_n_star_val": per_seed(df, lambda d: argmax_n(curve_at(d, scale.budget)))}
+    m, r = out["model"], out["reference"]
+    seeds_ok = all(m["per_seed_n_star_val"][s] < r["per_seed_n_star_val"][s] for s in m["per_seed_n_star_val"])
+    out.update(lower_n_star=bool(m["n_star_val"] < r["n_star_val"]), every_seed=bool(seeds_ok),
+               train_keeps_rising=bool(m["n_star_train"] > m["n_star_val"]))
+    out["holds"] = bool(out["lower_n_star"] and seeds_ok and out["train_keeps_rising"])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# F10: mixes (forgetting on hard-only training; easy problems prevent it)
+# ----------------------------------------------------------------------------------------------
+F10_MODEL = dict(typicality=0.5, hard_clusters=4)
+"""the population under which F10 reproduces: hard problems on skill clusters of their own (they
+share only the global typicality direction with easier problems, whose correct answers are
+typical while hard problems' are atypical)"""
+
+MIXES = {"hard": "hard", "mix": "hard:0.5,easy:0.5", "mix+very-easy": "hard:0.5,easy:0.25,very-easy:0.25"}
+"""the paper's training sets of the mix study (name: profile)"""
+
+
+def score_f10(scale: Scale = QUICK, val_sets: Sequence[str] = ("easy", "hard"), margin_pp: float = 1.0,
+              n_grid: int | None = None, **overrides: Any) -> dict:
+    """Train on each of ``MIXES`` (default recipe with ``overrides``), validate on each of
+    ``val_sets`` (``val_profile``; training is the same for every validation set). At the top
+    budget, on seed-mean val avg@4:
+
+    - forgetting: training on hard only leaves easy validation below its base at every n, by at
+      least ``margin_pp`` (``forgetting_pp`` = base minus the best n);
+    - prevented: training on the 50/50 mix leaves easy validation at or above its base at every n;
+    - cost: hard validation of the mix's best n below hard-only's best n (``hard_cost_pp``, reported);
+    - very easy helps nothing: swapping half the easy problems for very easy ones raises no
+      validation set by ``margin_pp`` or more;
+    - larger n wins: n* > smallest n on most (mix, validation set) pairs (both mixes); n*(C) on a
+      budget grid is reported per pair (the data-dependent threshold is where it leaves the
+      smallest n).
+
+    Holds when all four boolean parts hold.
+    """
+    cells: dict[str, dict[str, pd.DataFrame]] = {}
+    for name, prof in MIXES.items():
+        cells[name] = {v: run_q1(prof, scale, val_profile=v, **overrides) for v in val_sets}
+    top = scale.budget
+    curves = {t: {v: curve_at(d, top) for v, d in vs.items()} for t, vs in cells.items()}
+    base = {v: float(cells["hard"][v].query("step == 0")["val_avg"].mean()) for v in val_sets}
+    n_star = {t: {v: argmax_n(c) for v, c in vs.items()} for t, vs in curves.items()}
+    grid = None
+    stars = {}
+    for t, vs in cells.items():
+        for v, d in vs.items():
+            grid = budget_grid(d, top, n_grid or scale.n_grid) if grid is None else grid
+            stars[f"{t} -> {v}"] = n_star_curve(d, grid)
+    best = lambda t, v: max(curves[t][v].values())  # noqa: E731
+    n_min = min(scale.n_values)
+    pairs = [(t, v) for t in curves if t != "hard" for v in curves[t]]  # the mixes' validation sets
+    wins = sum(n_star[t][v] > n_min for t, v in pairs)
+    forgetting_pp = 100 * (base["easy"] - best("hard", "easy"))
+    mix_floor_pp = 100 * (min(curves["mix"]["easy"].values()) - base["easy"])
+    ve_gain = {v: 100 * (best("mix+very-easy", v) - best("mix", v)) for v in val_sets}
+    out = {
+        "base_val_avg": base, "val_avg": curves, "n_star": n_star, "budgets": grid.tolist(), "n_star_curve": stars,
+        "per_seed_forgetting_pp": per_seed(cells["hard"]["easy"],
+                                           lambda d: 100 * (float(d.query("step == 0")["val_avg"].mean())
+                                                            - max(curve_at(d, top).values()))),
+        "forgetting_pp": forgetting_pp, "mix_easy_floor_over_base_pp": mix_floor_pp,
+        "forgetting_at_hard_n_star_pp": 100 * (base["easy"] - curves["hard"]["easy"][n_star["hard"]["hard"]]),
+        "hard_cost_pp": 100 * (best("hard", "hard") - best("mix", "hard")),
+        "hard_cost_rel": (best("hard", "hard") - best("mix", "hard")) / (best("hard", "hard") - base["hard"]),
+        "very_easy_gain_pp": ve_gain, "larger_n_wins_pairs": f"{wins}/{len(pairs)}",
+        "train_entropy": {t: curve_at(vs[val_sets[0]], top, "entropy") for t, vs in cells.items()},
+        "base_train_entropy": {t: float(vs[val_sets[0]].query("step == 0")["entropy"].mean())
+                               for t, vs in cells.items()},
+    }
+    out["forgets"] = bool(forgetting_pp >= margin_pp and min(out["per_seed_forgetting_pp"].values()) > 0)
+    out["mix_prevents"] = bool(mix_floor_pp >= 0)
+    out["very_easy_helps_nothing"] = bool(max(ve_gain.values()) < margin_pp)
+    out["larger_n_wins"] = bool(2 * wins > len(pairs))
+    out["holds"] = bool(out["forgets"] and out["mix_prevents"] and out["very_easy_helps_nothing"]
+                        and out["larger_n_wins"])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# F11: out of domain
+# ----------------------------------------------------------------------------------------------
+OOD_PROFILE = "uniform:0.05,0.2"
+"""the out-of-domain validation set: harder than the easy training set (base pass@1 5-20 %, an
+AIME-like band for a model trained on pass@1 30-60 %)"""
+
+
+def score_f11(preset: str | dict = "easy", scale: Scale = QUICK, ood: str = OOD_PROFILE,
+              margin_pp: float = 1.0, **overrides: Any) -> dict:
+    """Train on ``preset``; validate in domain (its own profile) and out of domain (``ood``,
+    through ``val_profile``: the same training). Holds when, out of domain, the best n at the top
+    budget is larger than the smallest n and beats it by at least ``margin_pp`` (seed mean), and
+    on every seed the best n is above the smallest."""
+    own = settings(preset)["profile"]
+    out: dict[str, Any] = {"ood": ood}
+    for name, v in (("in_domain", own), ("out_of_domain", ood)):
+        df = run_q1(preset, scale, val_profile=v, **overrides)
+        c = curve_at(df, scale.budget)
+        n_star, n_min = argmax_n(c), min(c)
+        out[name] = {"profile": v, "base": float(df.query("step == 0")["val_avg"].mean()), "val_avg": c,
+                     "n_star": n_star, "gain_over_min_pp": 100 * (c[n_star] - c[n_min]),
+                     "per_seed_n_star": per_seed(df, lambda d: argmax_n(curve_at(d, scale.budget))),
+                     "val_best": curve_at(df, scale.budget, "val_best"),
+                     "val_worst": curve_at(df, scale.budget, "val_worst")}
+    o, n_min = out["out_of_domain"], min(scale.n_values)
+    out["holds"] = bool(o["n_star"] > n_min and o["gain_over_min_pp"] >= margin_pp
+                        and all(n > n_min for n in o["per_seed_n_star"].values()))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
 # Everything at once
 # ----------------------------------------------------------------------------------------------
 @dataclass
@@ -399,7 +541,7 @@ class Report:
 
 
 def _brief(key: str, v: dict) -> str:
-    if key.startswith("F1"):
+    if key == "F1" or key.startswith("F1-"):
         return (f"n*(C)={v['n_star']} top={v['n_star_top']} gain={v['gain_pp']:.1f}pp over n={v['n_ref']} "
                 f"drop@max={v['drop_at_max_n_pp']:.1f}pp seeds={v['per_seed_holds']}")
     if key == "F2":
@@ -418,6 +560,18 @@ def _brief(key: str, v: dict) -> str:
                 f"{v['large_n']['tv_from_uniform']:.3f}")
     if key.startswith("F8"):
         return f"n* small set {v['n_star_small']} large set {v['n_star_large']}"
+    if key.startswith("F7"):
+        m, r = v["model"], v["reference"]
+        return (f"val n* reference {r['n_star_val']} {r['per_seed_n_star_val']} vs model {m['n_star_val']} "
+                f"{m['per_seed_n_star_val']}; model train n* {m['n_star_train']}, gap {m['gap_at_n_star_pp']:.1f}pp")
+    if key.startswith("F10"):
+        return (f"forgetting {v['forgetting_pp']:.1f}pp (seeds {_r(v['per_seed_forgetting_pp'])}), mix easy "
+                f"floor {v['mix_easy_floor_over_base_pp']:+.1f}pp, hard cost {v['hard_cost_pp']:.2f}pp, "
+                f"very easy {_r(v['very_easy_gain_pp'])}pp, n*>min on {v['larger_n_wins_pairs']}")
+    if key.startswith("F11"):
+        o, i = v["out_of_domain"], v["in_domain"]
+        return (f"OOD n* {o['n_star']} {o['per_seed_n_star']} +{o['gain_over_min_pp']:.1f}pp; "
+                f"in domain n* {i['n_star']} +{i['gain_over_min_pp']:.1f}pp")
     if key.startswith("F9"):
         return f"at steps {_r(v['val_avg_at_steps'])} at compute {_r(v['val_avg_at_compute'])}"
     return ""

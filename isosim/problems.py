@@ -14,7 +14,9 @@ Features (``U``, shape ``[P, K, D]``), each part scaled per run by a strength (`
 part        dims     meaning
 ==========  =======  ==================================================================
 skill       C        correct responses of a problem in cluster c load ``a_p`` on skill
-                     direction c (``a_p`` = 0 for problems that do not transfer)
+                     direction c (``a_p`` = 0 for problems that do not transfer); with
+                     ``hard_clusters`` h > 0, hard problems (pass@1 < 1/16) sit in the
+                     last h clusters and all others in the rest
 typicality  1        the standardised base logit of each response: raising it sharpens
                      every problem towards its base mode and erodes rare correct answers
 memorize    mem_dim  Gaussian, independent per (problem, response): problem-specific
@@ -90,6 +92,9 @@ def build(cfg: SimConfig, *, device: str | torch.device = "cpu", dtype=torch.flo
     z0 = base_logits(raw, correct, p)
 
     cluster = rng.integers(0, cfg.clusters, size=P)
+    if cfg.hard_clusters:  # hard problems on clusters of their own (no other draw changes)
+        h = cfg.hard_clusters
+        cluster = np.where(p < HARD_P, cfg.clusters - h + cluster % h, cluster % (cfg.clusters - h))
     transfers = rng.random(P) < cfg.transfer_frac
     loading = np.where(transfers, rng.uniform(cfg.loading_lo, cfg.loading_hi, P), 0.0)
     loading = np.where(p < HARD_P, loading * cfg.hard_loading, loading)

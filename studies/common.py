@@ -48,3 +48,17 @@ def figure(ncols: int = 1, size: tuple[float, float] = (5.0, 3.8)):
     fig = Figure(figsize=(size[0] * ncols, size[1]))
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     return fig, axes
+
+
+def plot_vs_n(ax, curves, base: float | None, ylabel: str, title: str = "") -> None:
+    """Metric against n (log2 axis): ``curves`` is a list of (label, {n: value}, matplotlib kwargs);
+    ``base`` draws the base policy's value as a dotted line."""
+    for label, curve, kw in curves:
+        ax.plot(list(curve), list(curve.values()), label=label, **{"marker": "o", **kw})
+    if base is not None:
+        ax.axhline(base, color="k", ls=":", label="base")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)

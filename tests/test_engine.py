@@ -279,3 +279,21 @@ def test_cuda_matches_cpu():
 def test_cuda_request_without_gpu_is_a_clear_error():
     with pytest.raises(IsosimError, match="CUDA is not available"):
         simulate([SimConfig(steps=2, **SMALL)], device="cuda")
+
+
+def test_hard_clusters_separate_hard_problems_and_change_nothing_else():
+    base = dict(profile="hard:0.5,easy:0.5", n_train=64, n_val=64, seed=3)
+    shared, split = build(SimConfig(**base)), build(SimConfig(**base, hard_clusters=3))
+    assert torch.equal(shared.z0, split.z0) and torch.equal(shared.correct, split.correct)
+    C = 8
+    cluster_of = lambda pop: pop.U[:, :, :C].abs().sum(1).argmax(-1)  # noqa: E731
+    loads = split.U[:, :, :C].abs().sum((1, 2)) > 0  # problems that transfer
+    hard = split.p0 < 1.0 / 16
+    assert bool(hard.any()) and bool((~hard).any())
+    c = cluster_of(split)
+    assert bool((c[hard & loads] >= C - 3).all()) and bool((c[~hard & loads] < C - 3).all())
+    assert torch.equal(shared.U[:, :, :C].abs().sum(-1), split.U[:, :, :C].abs().sum(-1))  # same loadings
+    assert SimConfig(**base).run_id == SimConfig(**base, hard_clusters=0).run_id  # ids of old runs kept
+    assert SimConfig(**base).run_id != SimConfig(**base, hard_clusters=3).run_id
+    with pytest.raises(IsosimError, match="hard_clusters"):
+        SimConfig(hard_clusters=8)

@@ -104,3 +104,32 @@ def test_f1_f2_f3_held_out_seeds():
     assert f1["holds"] and f1["gain_over_min_pp"] >= MARGIN_PP, f1
     assert F.score_f2(easy, hard, scale.budget)["holds"]
     assert F.score_f3(easy, hard, scale.budget)["holds"]
+
+
+# --- F7: a "base model" with a larger train-test gap saturates at a smaller n -----------------
+# mechanism: a per-problem memorising part (tabular 3) fits the training set; weak (0.3): no cap
+@pytest.mark.parametrize("case,model", [("on: tabular 3", F.MEMORISING_MODEL), ("off: tabular 0.3", {"tabular": 0.3})])
+def test_f7_train_test_gap_caps_n_star(case, model):
+    s = F.score_f7("easy", TEST, model=model)  # the reference sweep is F1's, shared through the cache
+    assert s["holds"] == case.startswith("on"), F._brief("F7", s)
+
+
+# --- F10: hard-only training forgets easy problems; a 50/50 mix prevents it ---------------------
+# mechanism: hard problems on clusters of their own share only the typicality direction with easy
+# ones (F10_MODEL); off: typicality 0. At QUICK the hard validation set barely moves, so the
+# "larger n wins on the mixes" part of F10 is measured by studies/mixes.py (MEDIUM), not here.
+F10_SCALE = F.Scale(**{**QUICK.__dict__, "n_values": (16, 128), "n_val": 128})  # 6 sweeps: ~10 s
+
+
+@pytest.mark.parametrize("case,overrides", [("on", F.F10_MODEL), ("off: typicality 0", {**F.F10_MODEL, "typicality": 0.0})])
+def test_f10_forgetting_and_mix(case, overrides):
+    s = F.score_f10(F10_SCALE, **overrides)
+    ok = s["forgets"] and s["mix_prevents"] and s["very_easy_helps_nothing"]
+    assert ok == case.startswith("on"), F._brief("F10", s)
+
+
+# --- F11: larger n also scores higher out of domain (train easy, validate on pass@1 5-20 %) ------
+@pytest.mark.parametrize("case,overrides", [("on", {}), ("off: no KL", {"kl": 0.0})])
+def test_f11_out_of_domain(case, overrides):
+    s = F.score_f11("easy", QUICK, **overrides)
+    assert s["holds"] == (case == "on"), F._brief("F11", s)
