@@ -140,11 +140,16 @@ def logits(params, scale, tab_scale, pop: Population, pop_idx, idx, U=None, z0=N
             R, B, K, D = U.shape
             h = (params["theta"] * scale).view(R, 1, D)
             z = z + torch.bmm(h, U.reshape(R, B * K, D).transpose(1, 2)).view(R, B, K)  # h U^T: faster than U h here
-    if "tab" in params:  # per-problem logits exist for training problems only
-        train = idx < pop.n_train
-        t = torch.gather(params["tab"], 1, idx.clamp(max=pop.n_train - 1)[..., None].expand(-1, -1, z.shape[-1]))
-        z = z + tab_scale[:, None, None] * t * train[..., None]
+    if "tab" in params:
+        z = z + tabular_logits(params["tab"], tab_scale, pop.n_train, idx)
     return z
+
+
+def tabular_logits(tab, tab_scale, n_train: int, idx) -> torch.Tensor:
+    """The per-problem tabular part of the logits [R, B, K] for problems ``idx`` [R, B]; it
+    exists for training problems only (zero for validation rows)."""
+    t = torch.gather(tab, 1, idx.clamp(max=n_train - 1)[..., None].expand(-1, -1, tab.shape[-1]))
+    return tab_scale[:, None, None] * t * (idx < n_train)[..., None]
 
 
 # ----------------------------------------------------------------------------------------
@@ -154,9 +159,9 @@ def advantages(correct, mu, n_base, std_norm, var_factor=None):
     """Advantage of every response [R, B, K] in groups whose baseline mean is ``mu`` [R, B].
 
     ``mu`` is estimated from ``n_base`` draws (the update's own n unless the baseline is
-    decoupled). Where ``std_norm`` [R, 1] (or ``True`` for every group) is true (GRPO) the advantage is divided by the unbiased
-    sample std of those draws plus ``ADV_EPS``, as TRL does; elsewhere it is mean-only
-    (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
+    decoupled). Where ``std_norm`` [R, 1] (or ``True`` for every group) is true (GRPO) the
+    advantage is divided by the unbiased sample std of those draws plus ``ADV_EPS``, as TRL does;
+    elsewhere it is mean-only (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
     ``var_factor`` may pass the precomputed ``n_base / max(n_base - 1, 1)``.
     """
     A = correct - mu[..., None]
@@ -232,11 +237,15 @@ def linear_backward(params, grad_z, U, idx, scale, tab_scale):
         R, D = scale.shape
         grads["theta"] = torch.bmm(grad_z.reshape(R, 1, -1), U.reshape(R, -1, D)).view(R, D) * scale
     if "tab" in params:
-        tab = torch.zeros_like(params["tab"])
-        K = grad_z.shape[-1]
-        tab.scatter_add_(1, idx[..., None].expand(-1, -1, K), grad_z * tab_scale[:, None, None])
-        grads["tab"] = tab
+        grads["tab"] = tabular_gradient(params["tab"], grad_z, idx, tab_scale)
     return grads
+
+
+def tabular_gradient(tab, grad_z, idx, tab_scale) -> torch.Tensor:
+    """Gradient of the tabular part from the logit gradient of problems ``idx`` (no autograd)."""
+    out = torch.zeros_like(tab)
+    out.scatter_add_(1, idx[..., None].expand(-1, -1, grad_z.shape[-1]), grad_z * tab_scale[:, None, None])
+    return out
 
 
 class LinearFeatures:
@@ -512,7 +521,10 @@ class _Batch:
             "is_dec": (v["n_roll"] > v["n"])[:, None, None].to(v["n"].dtype) if self.decoupled else None,
         }
         self.spent_total = float(sum(c.rollouts_per_step * c.b_p for c in cfgs))
-        one = lambda name: (lambda xs: xs.pop() if len(xs) == 1 else None)({getattr(c, name) for c in cfgs})  # noqa: E731
+        def one(name: str):  # the value every run shares, or None
+            values = {getattr(c, name) for c in cfgs}
+            return values.pop() if len(values) == 1 else None
+
         # Adam with the same betas and no weight decay / clipping / warm-up in every run: scalar fast path
         self.plain_adam = (all(c.optimizer == "adam" for c in cfgs) and not self.any["wd"]
                            and not self.any["clip"] and not self.any["warmup"] and not self.any["trust"]
@@ -622,8 +634,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         if linear is not None:  # z0 + U h (+ the per-problem tabular part), without autograd
             z = here["logpi0"] + linear.forward(b.params["theta"] * v["scale"], here, flat_c[s])
             if "tab" in b.params:
-                z = z + logits({"tab": b.params["tab"]}, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx,
-                               z0=torch.zeros_like(z))
+                z = z + tabular_logits(b.params["tab"], v["tab_scale"], pop.n_train, idx)
         else:
             U = (U_flat.index_select(0, flat_c[s].view(-1)).view(*idx.shape, *pop.U.shape[-2:])
                  if "theta" in b.params else None)
@@ -672,11 +683,12 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             grads = {k: (g if g is not None else torch.zeros_like(b.params[k])) for k, g in zip(names, grads)}
             for p in b.params.values():
                 p.requires_grad_(False)
+        elif linear is not None:
+            grads = {"theta": linear.backward(grad_z, here) * v["scale"]}
+            if "tab" in b.params:
+                grads["tab"] = tabular_gradient(b.params["tab"], grad_z, idx, v["tab_scale"])
         else:
-            grads = linear_backward({k: x for k, x in b.params.items() if k != "theta" or linear is None},
-                                    grad_z, None if linear is not None else U, idx, v["scale"], v["tab_scale"])
-            if linear is not None:
-                grads["theta"] = linear.backward(grad_z, here) * v["scale"]
+            grads = linear_backward(b.params, grad_z, U, idx, v["scale"], v["tab_scale"])
         with torch.no_grad():
             _apply_update(b, grads, z.detach(), pop, idx, t, here["logpi0"])
             # ---- accounting -------------------------------------------------------------------
