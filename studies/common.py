@@ -34,6 +34,18 @@ def setup(study: str, doc: str = "") -> tuple[bool, F.Scale, Path, Path]:
     return quick, scale, fig_dir, res_dir / f"{study}.json"
 
 
+HELD_OUT_SEEDS = (100, 101)
+"""seeds never used while tuning the presets"""
+
+
+def seed_scales(quick: bool, quick_scale: F.Scale, full_scale: F.Scale) -> dict[str, F.Scale]:
+    """Scales a study runs: the quick scale alone, or the full scale on the tuning seeds and on the
+    held-out seeds."""
+    if quick:
+        return {"tuning seeds": quick_scale}
+    return {"tuning seeds": full_scale, "held-out seeds": F.with_seeds(full_scale, HELD_OUT_SEEDS)}
+
+
 def write_json(path: Path, payload: dict, started: float) -> None:
     """Write the study's key numbers (with its wall time) and print where."""
     payload = {**payload, "wall_seconds": round(time.time() - started, 1)}

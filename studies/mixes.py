@@ -18,14 +18,11 @@ import time
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, plot_vs_n, setup, write_json
+from common import figure, plot_vs_n, seed_scales, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("mixes", "forgetting and mixes (F10)")
-if quick:
-    scales = {"tuning seeds": scale}
-else:
-    scales = {"tuning seeds": F.MEDIUM, "held-out seeds": F.with_seeds(F.MEDIUM, (100, 101))}
+scales = seed_scales(quick, scale, F.MEDIUM)
 few_n = F.Scale(**{**scales["tuning seeds"].__dict__, "n_values": (16, 64, 256)})  # off-cases: fewer, cheaper n
 variants = {  # name: (scale, overrides)
     "hard clusters + typicality (F10_MODEL)": (scales["tuning seeds"], F.F10_MODEL),

@@ -14,15 +14,12 @@ import time
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, setup, write_json
+from common import figure, seed_scales, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("other_models", "n* vs the train-test gap (F7)")
-if quick:
-    scales = {"tuning seeds": F.Scale(**{**F.TEST.__dict__, "n_values": (8, 32, 128)})}
-else:
-    medium = F.Scale(**{**F.MEDIUM.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512)})
-    scales = {"tuning seeds": medium, "held-out seeds": F.with_seeds(medium, (100, 101))}
+scales = seed_scales(quick, F.Scale(**{**F.TEST.__dict__, "n_values": (8, 32, 128)}),
+                     F.Scale(**{**F.MEDIUM.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512)}))
 models = {"tabular 3 (MEMORISING_MODEL)": F.MEMORISING_MODEL, "tabular 1": {"tabular": 1.0},
           "off: tabular 0.3": {"tabular": 0.3}, "memorize 3, mem_dim 512": {"memorize": 3.0, "mem_dim": 512},
           "transfer_frac 0.25": {"transfer_frac": 0.25}}

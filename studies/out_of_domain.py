@@ -13,14 +13,11 @@ import time
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, plot_vs_n, setup, write_json
+from common import figure, plot_vs_n, seed_scales, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("out_of_domain", "n* out of domain (F11)")
-if quick:
-    scales = {"tuning seeds": scale}
-else:
-    scales = {"tuning seeds": F.MEDIUM, "held-out seeds": F.with_seeds(F.MEDIUM, (100, 101))}
+scales = seed_scales(quick, scale, F.MEDIUM)
 oods = (F.OOD_PROFILE,) if quick else (F.OOD_PROFILE, "hard")
 
 # %%
