@@ -24,7 +24,6 @@ import pandas as pd  # noqa: E402
 from isosim.records import normalize  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
 from llm_runs.make_arith import make_problems  # noqa: E402
-from llm_runs.tiny import make_tiny_model  # noqa: E402
 from llm_runs.train import GRPOTrainer, main  # noqa: E402
 
 pytestmark = pytest.mark.llm
@@ -33,12 +32,8 @@ VOLATILE = {"wall_s", "eval_s"}  # wall-clock columns differ between runs
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("llm")
-    model = make_tiny_model(root / "tiny", seed=0)
-    data = root / "arith.jsonl"
-    data.write_text("".join(json.dumps(p) + "\n" for p in make_problems(120, seed=0)))
-    return {"model": str(model), "data": str(data), "root": root}
+def assets(tiny_assets):
+    return tiny_assets("llm", 120)
 
 
 def argv(assets, out, **over):

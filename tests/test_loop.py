@@ -24,8 +24,6 @@ pytest.importorskip("accelerate")
 pytest.importorskip("math_verify")
 
 from isosim.profiles import read_profile  # noqa: E402
-from llm_runs.make_arith import make_problems  # noqa: E402
-from llm_runs.tiny import make_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.llm
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,15 +33,13 @@ RUN_SETS = ["val_size=4", "eval_n=2", "eval_k=2", "max_new_tokens=8", "eval_poin
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("loop")
-    model = make_tiny_model(root / "tiny", seed=0)
-    data = root / "arith.jsonl"
-    data.write_text("".join(json.dumps(p) + "\n" for p in make_problems(24, seed=0)))
-    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MPLBACKEND": "Agg",
-           "ISOSIM_CACHE": str(root / "cache"), "HOME": str(root), "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    return {"model": str(model), "data": str(data), "root": root, "env": env}
+def assets(tiny_assets):
+    out = tiny_assets("loop", 24)
+    root = out["root"]
+    out["env"] = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MPLBACKEND": "Agg",
+                  "ISOSIM_CACHE": str(root / "cache"), "HOME": str(root), "HF_HUB_OFFLINE": "1",
+                  "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    return out
 
 
 def isosim(assets, *args, timeout=600, **kw):
