@@ -14,6 +14,12 @@ Where this departs from a per-rollout GRPO implementation (and why it is the sam
   respect to the logits). A step's cost does not grow with ``n``.
 * Counts for ``n <= DIRECT_MAX`` come from ``n`` uniforms per problem (inverse CDF), above it
   from numpy's multinomial; both are exact draws.
+* The default linear policy (skill features only, each problem loading ``a_p`` on its correct
+  responses) is a one-parameter family per problem: ``pass rate = sigmoid(y + log-odds of the
+  base)`` with ``y = a_p h_c``. The engine then computes the update and the evaluation in closed
+  form per problem (:meth:`LinearFeatures._closed_form`); only the draws look at every response.
+  Same results as the general path (softmax over responses) to rounding; any other policy, a
+  typicality or memorisation part, or a tabular part takes the general path.
 * Every run owns its random streams (numpy ``Generator`` seeded from its ``seed``): problem
   order, rollout draws, the extra draws of a decoupled baseline and sampled evaluations. A run's
   result therefore does not depend on which other runs share its batch.
@@ -43,7 +49,8 @@ from isosim.errors import IsosimError
 from isosim.problems import Population, build, stack
 
 DIRECT_MAX = 64  # largest n sampled from uniforms (above it: numpy multinomial per run)
-CHUNK = 64  # steps of problem order and uniforms drawn per refill
+CHUNK = 64  # most steps of problem order and uniforms drawn per refill
+CHUNK_ROWS = 1 << 14  # ... and at most about this many (run, problem) rows per refill (cache-sized gathers)
 ADV_EPS = 1e-4  # GRPO's epsilon in (r - mean) / (std + eps)
 ADAM_EPS = 1e-8
 FEW_POPULATIONS = 4  # evaluation loops over populations up to this many, gathers above it
@@ -200,31 +207,49 @@ def regulariser_gradient(pi, logpi, logpi0, kl, ent, neg_kl_logpi0=None):
     return pf.sub_(pi * pf.sum(-1, keepdim=True))
 
 
-def sample_counts(pi, u_sorted, big_runs, streams, cfgs):
-    """Multinomial(n, pi) counts [R, B, K]. Small n: inverse CDF of n uniforms per group, given
-    sorted along the last axis ``u_sorted`` [R, B, n_max] (padding uniforms of 2.0 fall outside
-    every bin): response k receives the uniforms in [cdf_{k-1}, cdf_k), so its count is
-    ``#(u < cdf_k) - #(u < cdf_{k-1})``, one binary search per response rather than per draw.
-    Large n: numpy's multinomial."""
-    R, B, K = pi.shape
+def draw_bins(cdf, u_sorted):
+    """Response drawn by each uniform [R, B, n_max]: ``cdf`` [R, B, K] holds ``cdf_1, ..., cdf_K
+    = 1`` and response k takes the uniforms in ``[cdf_k, cdf_{k+1})`` (``cdf_0 = 0``), so a
+    uniform's response is the number of ``cdf_j`` (j >= 1) at or below it; padding uniforms of 2.0
+    land in bin K, which is no response."""
+    return torch.searchsorted(cdf, u_sorted, right=True)
+
+
+def bin_counts(bins, K: int, dtype) -> torch.Tensor:
+    """How many uniforms each response received [R, B, K] (bin K, the padding, dropped)."""
+    R, B, _ = bins.shape
+    counts = torch.zeros(R, B, K + 1, dtype=dtype, device=bins.device)
+    return counts.scatter_add_(-1, bins, torch.ones(bins.shape, dtype=dtype, device=bins.device))[..., :K]
+
+
+def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
+    """Multinomial(n, pi) counts [R, B, K]. Small n: inverse CDF of n uniforms per group
+    ``u_sorted`` [R, B, n_max] (sorted, padded with 2.0; see :func:`draw_bins`). Large n: numpy's
+    multinomial. ``cdf`` [R, B, K] may pass the CDF ``cdf_1, ..., cdf_K = 1`` of ``pi``, and then
+    ``pi`` may be None (large-n runs take its differences)."""
+    like = pi if pi is not None else cdf
+    R, B, K = like.shape
+    counts = None
     if u_sorted is not None:
-        cdf = torch.zeros(R, B, K + 1, dtype=pi.dtype, device=pi.device)
-        torch.cumsum(pi, -1, out=cdf[..., 1:])
-        cdf[..., -1] = 1.0
-        below = torch.searchsorted(u_sorted, cdf)  # [R, B, K + 1]: uniforms below 0, cdf_1, ..., 1
-        counts = (below[..., 1:] - below[..., :-1]).to(pi.dtype)
-    else:
-        counts = torch.zeros_like(pi)
+        if cdf is None:
+            cdf = torch.cumsum(pi, -1)
+            cdf[..., -1] = 1.0
+        counts = bin_counts(draw_bins(cdf, u_sorted), K, like.dtype)
     if big_runs:
-        every = len(big_runs) == R
-        p_np = (pi if every else pi[big_runs]).cpu().numpy()
+        sel = slice(None) if len(big_runs) == R else big_runs
+        if pi is not None:
+            p_np = pi[sel].cpu().numpy().astype(np.float64, copy=False)
+        else:
+            p_np = np.diff(cdf[sel].cpu().numpy().astype(np.float64, copy=False), axis=-1, prepend=0.0)
+            np.maximum(p_np, 0.0, out=p_np)
+        if like.dtype != torch.float64:  # numpy wants probabilities summing to 1 within 1e-12
+            p_np /= p_np.sum(-1, keepdims=True)
         drawn = np.zeros(p_np.shape)
         for j, r in enumerate(big_runs):
             c = cfgs[r]
-            q = p_np[j, : c.b_p]
-            drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, q / q.sum(-1, keepdims=True))
-        drawn = torch.as_tensor(drawn, dtype=pi.dtype, device=pi.device)
-        if every:
+            drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, p_np[j, : c.b_p])
+        drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
+        if counts is None:  # every run is a large-n run
             return drawn
         counts[big_runs] = drawn
     return counts
@@ -257,10 +282,14 @@ class LinearFeatures:
     step. When the skill block is not one-hot per problem, every column counts as dense.
     """
 
-    def __init__(self, U: torch.Tensor, n_skill: int):
+    def __init__(self, U: torch.Tensor, n_skill: int, correct: torch.Tensor | None = None,
+                 logpi0: torch.Tensor | None = None):
+        """``correct`` and ``logpi0`` [S, P, K] allow the closed form (when the features have its
+        shape); pass them only when no other term (a tabular part) enters the logits."""
         S, P, K, D = U.shape
         Usk = U[..., :n_skill]
         nz = (Usk != 0).any(2)  # [S, P, C]: columns a problem loads on
+        self.closed = False
         if n_skill and bool((nz.sum(-1) <= 1).all()):
             self.n_skill = n_skill
             cluster = nz.to(U.dtype).argmax(-1)  # [S, P] (0 where the problem loads on nothing)
@@ -272,6 +301,40 @@ class LinearFeatures:
         self.dense = U[..., self.n_skill:].reshape(S * P, -1)  # [S * P, K * D_dense]
         self.n_dense = D - self.n_skill
         self.K = K
+        if self.n_skill and not self.n_dense and correct is not None and logpi0 is not None:
+            self._closed_form(weight, correct, logpi0)
+
+    def _closed_form(self, weight, correct, logpi0) -> None:
+        """Skill features only, each problem's weight ``a_p`` on its correct responses and 0 on the
+        others (how :func:`isosim.problems.build` makes them): then a problem's policy depends on
+        one number, ``y = a_p h_c``. With base pass rate ``A`` and fail mass ``B = 1 - A``,
+        ``S = A e^y + B``, ``pi = pi0 e^(y [correct]) / S``, pass rate ``p = A e^y / S =
+        sigmoid(y + log A/B)``, KL to the base ``y p - log S`` and ``sum pi log pi0 = p m_c +
+        (1 - p) m_i`` (``m``: the pi0-weighted mean log pi0 over correct / incorrect
+        responses). Used when the weights have exactly
+        that form and every problem has an incorrect response; then the engine steps with
+        :func:`_closed_step` and evaluates with :func:`evaluate_closed`, and the tables hold
+        what those need (not the skill weights :meth:`forward` / :meth:`backward` use)."""
+        a = weight.amax(-1)  # [S, P]
+        pi0 = logpi0.exp()
+        A = (pi0 * correct).sum(-1)
+        B = (pi0 * (1 - correct)).sum(-1)
+        if not (bool((weight == a[..., None] * correct).all()) and bool((B > 0).all()) and bool((A > 0).all())):
+            return
+        m_c = (pi0 * logpi0 * correct).sum(-1) / A
+        m_i = (pi0 * logpi0 * (1 - correct)).sum(-1) / B
+        self.closed = True
+        S, P, K = pi0.shape
+        lA, lB = A.log(), B.log()
+        # per problem: a, base log-odds, 1/A, 1/B, m_c - m_i (the step's), log A, log B, m_c, m_i
+        self.consts = torch.stack([a, lA - lB, 1 / A, 1 / B, m_c - m_i, lA, lB, m_c, m_i], -1).view(S * P, -1)
+        # gathered per step: the step's constants and the base CDF split into its parts over the
+        # correct and the incorrect responses; correctness with a 0 for the padding bin K
+        self.tables = {"skill_c": self.tables["skill_c"], "closed": self.consts[:, :5].contiguous(),
+                       "cdf_cor": (pi0 * correct).cumsum(-1).view(S * P, K),
+                       "cdf_inc": (pi0 * (1 - correct)).cumsum(-1).view(S * P, K)}
+        self.correct = correct.reshape(S * P, K)
+        self.correct_pad = torch.cat([correct, correct.new_zeros(S, P, 1)], -1).view(-1)
 
     def forward(self, h, here, flat):
         """``U h`` [R, B, K] for the rows ``flat`` [R, B] of a step (``here``: gathered tables)."""
@@ -403,9 +466,40 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
             cross[sel] = (e_t[sel] * logpi0_all[s, :n_train]).sum(-1)
     ent_row = S_t.log() - (e_t * zs[:, :n_train]).sum(-1) / S_t
     ent, cross = ent_row.mean(-1), (cross / S_t).mean(-1)
+    return summarise(p, n_train, k, ent, -ent - cross), p
+
+
+def evaluate_closed(h, linear: LinearFeatures, pop: Population, pop_idx, k: int
+                    ) -> tuple[dict[str, np.ndarray], torch.Tensor]:
+    """:func:`evaluate` for a linear policy in closed form (:meth:`LinearFeatures._closed_form`):
+    the same metrics from the runs' feature weights ``h`` [R, D], at the cost of a few operations
+    per problem rather than per response."""
+    S, P = pop.z0.shape[:2]
+    n_train = pop.n_train
+    consts = linear.consts.view(S, P, -1)
+    cluster = linear.tables["skill_c"].view(S, P)
+    groups = _by_population(pop_idx)
+    if len(groups) == 1:
+        s = groups[0][0]
+        c, hc = consts[s], h.gather(1, cluster[s].expand(len(pop_idx), P))
+    else:
+        c, hc = _rows(consts, pop_idx), h.gather(1, _rows(cluster, pop_idx))
+    y = c[..., 0] * hc  # [R, P]
+    p = torch.sigmoid(y + c[..., 1])
+    c_t, y_t, p_t = c[..., :n_train, :], y[:, :n_train], p[:, :n_train]
+    log_s = torch.logaddexp(c_t[..., 5] + y_t, c_t[..., 6])  # log(A e^y + B)
+    q_t = torch.sigmoid(-(y_t + c_t[..., 1]))
+    kl = (y_t * p_t - log_s).mean(-1)
+    cross_row = p_t * c_t[..., 7] + q_t * c_t[..., 8]  # sum pi log pi0
+    return summarise(p, n_train, k, -kl - cross_row.mean(-1), kl), p
+
+
+def summarise(p, n_train: int, k: int, ent, kl) -> dict[str, np.ndarray]:
+    """The record's metrics of runs with pass rates ``p`` [R, P] (training problems first) and
+    mean entropy / KL over training problems ``ent``, ``kl`` [R]; each an array over runs."""
     train, val = p[:, :n_train], p[:, n_train:]
-    bins = (train * records.HIST_BINS).long().clamp(0, records.HIST_BINS - 1)
-    hist = torch.nn.functional.one_hot(bins, records.HIST_BINS).to(p.dtype).mean(1)
+    bins = (train * records.HIST_BINS).long().clamp_(0, records.HIST_BINS - 1)
+    hist = p.new_zeros(len(p), records.HIST_BINS).scatter_add_(1, bins, torch.ones_like(train)).div_(n_train)
     out = {
         "train_reward": train.mean(-1),
         "train_best": 1 - _ipow(1 - train, k).mean(-1),
@@ -414,12 +508,12 @@ def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str,
         "val_best": 1 - _ipow(1 - val, k).mean(-1),
         "val_worst": _ipow(val, k).mean(-1),
         "entropy": ent,
-        "kl": -ent - cross,
+        "kl": kl,
         "train_frac_zero": (train < records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
         "train_frac_solved": (train > 1 - records.ZERO_THRESHOLD).to(p.dtype).mean(-1),
     }
     out.update({col: hist[:, i] for i, col in enumerate(records.HIST_COLUMNS)})
-    return {key: val.cpu().numpy() for key, val in out.items()}, p
+    return {key: val.cpu().numpy() for key, val in out.items()}
 
 
 def _ipow(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -512,13 +606,17 @@ class _Batch:
             "n": v["n"][:, None],
             "n_base": v["n_roll"][:, None],  # draws behind the baseline (n unless decoupled)
             "var_factor": (v["n_roll"] / (v["n_roll"] - 1.0).clamp(min=1.0))[:, None],  # unbiased variance
-            "pg_scale": (-1.0 / (v["b_p"] * v["n"]))[:, None, None],  # loss normalisation, sign of descent
-            "reg_scale": (1.0 / v["b_p"])[:, None, None],
+            "pg_scale": (-1.0 / (v["b_p"] * v["n"]))[:, None],  # loss normalisation, sign of descent
+            "reg_scale": (1.0 / v["b_p"])[:, None],
             "kl": v["kl"][:, None, None],
             "ent": v["ent"][:, None, None],
             "spent": v["n_roll"] * v["b_p"],
             "std_norm": (True if all(c.adv == "grpo" for c in cfgs) else v["grpo"][:, None]) if self.any["grpo"] else None,
             "is_dec": (v["n_roll"] > v["n"])[:, None, None].to(v["n"].dtype) if self.decoupled else None,
+            # the same per group [R, 1] (the closed-form step)
+            "kl_ent_g": (v["kl"] + v["ent"])[:, None],
+            "ent_g": v["ent"][:, None],
+            "is_dec_g": (v["n_roll"] > v["n"])[:, None].to(v["n"].dtype) if self.decoupled else None,
         }
         self.spent_total = float(sum(c.rollouts_per_step * c.b_p for c in cfgs))
         def one(name: str):  # the value every run shares, or None
@@ -563,7 +661,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     U_flat = pop.U.view(-1, pop.U.shape[-2] * pop.U.shape[-1])  # [S * P, K * D]: one row per problem
     # gathered per chunk, by row. The base log-probs serve as base logits too (a softmax does not
     # see a per-problem constant), which saves gathering z0 as well
-    tables = {"correct": pop.correct, "logpi0": logpi0_all}
+    tables = {"correct": pop.correct, "logpi0": logpi0_all}  # (the closed form drops both below)
     if has_len:
         tables["length"] = pop.length.nan_to_num(0.0)
     tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
@@ -571,8 +669,13 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     autograd = cfgs[0].policy == "mlp"
     linear = None
     if not autograd and cfgs[0].policy == "linear":  # (tabular runs have no theta)
-        linear = LinearFeatures(pop.U, int((cols < pop.clusters).sum()))
+        closed_ok = not any(c.tabular > 0 for c in cfgs)  # nothing but the features in the logits
+        linear = LinearFeatures(pop.U, int((cols < pop.clusters).sum()),
+                                *((pop.correct, logpi0_all) if closed_ok else ()))
         tables.update(linear.tables)
+        if linear.closed and not any(c.trust_region is not None for c in cfgs):
+            del tables["logpi0"], tables["correct"]  # (the trust region compares logits)
+    closed = linear is not None and linear.closed
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
@@ -585,8 +688,11 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         v = b.vec
         with torch.no_grad():
             sub = {k: p[ix] for k, p in b.params.items()}
-            z_all = all_logits(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix], linear)
-            metrics, p = evaluate(z_all, pop, v["pop_idx"][ix], logpi0_all, cfgs[0].k)
+            if closed:
+                metrics, p = evaluate_closed(sub["theta"] * v["scale"][ix], linear, pop, v["pop_idx"][ix], cfgs[0].k)
+            else:
+                z_all = all_logits(sub, v["scale"][ix], v["tab_scale"][ix], pop, v["pop_idx"][ix], linear)
+                metrics, p = evaluate(z_all, pop, v["pop_idx"][ix], logpi0_all, cfgs[0].k)
         spent = v["rollouts"][ix].tolist()
         tokens = v["tokens"][ix].tolist() if has_len else [float("nan")] * len(sel)
         p_val = p[:, pop.n_train:].cpu().numpy()
@@ -602,19 +708,24 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     for sch in b.schedule:
         sch.pop(0)
 
-    t = 0
+    t = s = chunk_len = 0  # step; step within the current chunk of draws; that chunk's length
     while b.cfgs:
         v = b.vec
-        # ---- every CHUNK steps: draw the next problem batches and rollout uniforms ---------
-        if t % CHUNK == 0:
+        # ---- every chunk of steps: draw the next problem batches and rollout uniforms -------
+        # (the streams do not depend on the chunk length, so neither do the results)
+        if s == chunk_len:
             R = len(b.cfgs)
-            idx_np = np.zeros((R, CHUNK, Bmax), dtype=np.int64)
+            chunk_len = max(1, min(CHUNK, CHUNK_ROWS // (R * Bmax)))
+            s = 0
+            idx_np = np.zeros((R, chunk_len, Bmax), dtype=np.int64)
             n_max = max((c.n for c in b.cfgs if c.n <= DIRECT_MAX), default=0)
-            u_np = np.full((R, CHUNK, Bmax, n_max), 2.0) if n_max else None
+            u_np = np.full((R, chunk_len, Bmax, n_max), 2.0) if n_max else None
             for r, (c, st) in enumerate(zip(b.cfgs, b.streams)):
-                idx_np[r, :, : c.b_p] = st.problems(CHUNK)
+                idx_np[r, :, : c.b_p] = st.problems(chunk_len)
                 if c.n <= DIRECT_MAX:
-                    u_np[r, :, : c.b_p, : c.n] = np.sort(st.uniforms(CHUNK), axis=-1)
+                    u_np[r, :, : c.b_p, : c.n] = st.uniforms(chunk_len)
+            if n_max:
+                u_np.sort(axis=-1)  # each group's uniforms in order (the padding 2.0 stays last)
             # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
             sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
             u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
@@ -623,74 +734,19 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             flat_c = v["pop_idx"][None, :, None] * P_all + sched  # rows of the flattened tables, [CHUNK, R, B]
             chunk = {name: torch.nn.functional.embedding(flat_c, table)  # a row gather, faster than index_select
                      for name, table in tables.items()}
-            if b.any_reg:  # the KL pull's fixed part, once per chunk
+            if b.any_reg and not closed:  # the KL pull's fixed part, once per chunk
                 chunk["neg_kl_logpi0"] = chunk["logpi0"] * -b.const["kl"]
-        s = t % CHUNK
         idx = sched[s]
         u = u_all[s] if u_all is not None else None
         here = {k: x[s] for k, x in chunk.items()}
 
-        # ---- forward: logits of the batch problems ------------------------------------------
-        if linear is not None:  # z0 + U h (+ the per-problem tabular part), without autograd
-            z = here["logpi0"] + linear.forward(b.params["theta"] * v["scale"], here, flat_c[s])
-            if "tab" in b.params:
-                z = z + tabular_logits(b.params["tab"], v["tab_scale"], pop.n_train, idx)
+        if closed:  # the linear policy in closed form: only the draws touch every response
+            with torch.no_grad():
+                grads, z, counts, pi = _closed_step(b, here, u, has_len, linear, flat_c[s])
         else:
-            U = (U_flat.index_select(0, flat_c[s].view(-1)).view(*idx.shape, *pop.U.shape[-2:])
-                 if "theta" in b.params else None)
-            if autograd:
-                for p in b.params.values():
-                    p.requires_grad_(True)
-            z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["logpi0"])
+            grads, z, counts, pi = _general_step(b, here, u, idx, flat_c[s], pop, linear, U_flat, autograd)
         with torch.no_grad():
-            logpi = torch.log_softmax(z, -1)
-            pi = logpi.exp()
-            correct = here["correct"]
-            # ---- rollouts: how often each response was drawn ----------------------------------
-            counts = sample_counts(pi, u, b.big, b.streams, b.cfgs)
-            m = (counts * correct).sum(-1)
-            K_ = b.const
-            if b.decoupled:  # the baseline also counts the extra n_est - n draws
-                dec = b.decoupled
-                p_b = (pi * correct).sum(-1)[dec].cpu().numpy().clip(0, 1)
-                extra = np.stack([b.streams[r].extra.binomial(b.cfgs[r].rollouts_per_step - b.cfgs[r].n, p_b[j])
-                                  for j, r in enumerate(dec)])
-                m_base = m.clone()
-                m_base[dec] += torch.as_tensor(extra, dtype=dtype, device=device)
-            else:
-                m_base = m
-            # ---- advantages and the policy-gradient direction in logit space --------------------
-            A = advantages(correct, m_base / K_["n_base"], K_["n_base"], K_["std_norm"], K_["var_factor"])
-            g_pg = logit_gradient(counts, A, pi, K_["is_dec"])
-            # ---- which groups enter the loss, and the loss gradient ---------------------------
-            if b.any["zero_var"]:
-                keep = v["b_mask"] & (((m > 0) & (m < K_["n"])) | ~v["zero_var"][:, None])
-                kept = keep.sum(-1).clamp(min=1).to(dtype)[:, None, None]
-                grad_z = g_pg * (-1.0 / (kept * K_["n"][..., None]))
-                reg_scale = 1.0 / kept
-            else:
-                keep = v["b_mask"]
-                grad_z = g_pg.mul_(K_["pg_scale"])
-                reg_scale = K_["reg_scale"]
-            if b.any_reg:
-                reg = regulariser_gradient(pi, logpi, here["logpi0"], K_["kl"], K_["ent"], here["neg_kl_logpi0"])
-                grad_z.addcmul_(reg, reg_scale)
-            if b.any["zero_var"] or b.masked:
-                grad_z *= keep[..., None]
-        if autograd:
-            names = list(b.params)
-            grads = torch.autograd.grad(z, [b.params[k] for k in names], grad_outputs=grad_z, allow_unused=True)
-            grads = {k: (g if g is not None else torch.zeros_like(b.params[k])) for k, g in zip(names, grads)}
-            for p in b.params.values():
-                p.requires_grad_(False)
-        elif linear is not None:
-            grads = {"theta": linear.backward(grad_z, here) * v["scale"]}
-            if "tab" in b.params:
-                grads["tab"] = tabular_gradient(b.params["tab"], grad_z, idx, v["tab_scale"])
-        else:
-            grads = linear_backward(b.params, grad_z, U, idx, v["scale"], v["tab_scale"])
-        with torch.no_grad():
-            _apply_update(b, grads, z.detach(), pop, idx, t, here["logpi0"])
+            _apply_update(b, grads, z, pop, idx, t, here.get("logpi0"))
             # ---- accounting -------------------------------------------------------------------
             v["rollouts"] += b.const["spent"]
             if has_len:
@@ -698,6 +754,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                 extra_draws = (v["n_roll"] - v["n"])[:, None]
                 v["tokens"] += (counts * L).sum((-1, -2)) + ((pi * L).sum(-1) * extra_draws * v["b_mask"]).sum(-1)
         t += 1
+        s += 1
         if progress is not None:
             progress(b.spent_total)
         # ---- evaluation points; finished runs leave the batch ---------------------------------
@@ -715,6 +772,131 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                 chunk = {k: x[:, ix] for k, x in chunk.items()}
                 b.keep(alive)
     return rows
+
+
+def _baseline_correct(b: _Batch, m, p):
+    """Correct draws behind each group's baseline [R, B]: ``m`` itself, plus for runs with a
+    decoupled baseline the extra ``n_est - n`` draws at pass rate ``p`` (binomial)."""
+    if not b.decoupled:
+        return m
+    dec = b.decoupled
+    p_b = p[dec].cpu().numpy().clip(0, 1)
+    extra = np.stack([b.streams[r].extra.binomial(b.cfgs[r].rollouts_per_step - b.cfgs[r].n, p_b[j])
+                      for j, r in enumerate(dec)])
+    m_base = m.clone()
+    m_base[dec] += torch.as_tensor(extra, dtype=m.dtype, device=m.device)
+    return m_base
+
+
+def _loss_scales(b: _Batch, m):
+    """Groups that enter the loss [R, B] (None: every one) and the factors [R, 1] of the
+    policy-gradient and regulariser terms (GRPO's normalisation by the kept rollouts)."""
+    v, K_ = b.vec, b.const
+    if b.any["zero_var"]:
+        keep = v["b_mask"] & (((m > 0) & (m < K_["n"])) | ~v["zero_var"][:, None])
+        kept = keep.sum(-1, keepdim=True).clamp(min=1).to(m.dtype)
+        return keep, -1.0 / (kept * K_["n"]), 1.0 / kept
+    return (v["b_mask"] if b.masked else None), K_["pg_scale"], K_["reg_scale"]
+
+
+def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: bool):
+    """Parameter gradients of one step from logits over every response (any policy); also the
+    logits, the draws and the policy [R, B, K]."""
+    v, K_ = b.vec, b.const
+    # ---- forward: logits of the batch problems ----------------------------------------------
+    if linear is not None:  # z0 + U h (+ the per-problem tabular part), without autograd
+        z = here["logpi0"] + linear.forward(b.params["theta"] * v["scale"], here, flat)
+        if "tab" in b.params:
+            z = z + tabular_logits(b.params["tab"], v["tab_scale"], pop.n_train, idx)
+    else:
+        U = (U_flat.index_select(0, flat.view(-1)).view(*idx.shape, *pop.U.shape[-2:])
+             if "theta" in b.params else None)
+        if autograd:
+            for p in b.params.values():
+                p.requires_grad_(True)
+        z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["logpi0"])
+    with torch.no_grad():
+        logpi = torch.log_softmax(z, -1)
+        pi = logpi.exp()
+        correct = here["correct"]
+        # ---- rollouts: how often each response was drawn --------------------------------------
+        counts = sample_counts(pi, u, b.big, b.streams, b.cfgs)
+        m = (counts * correct).sum(-1)
+        m_base = _baseline_correct(b, m, (pi * correct).sum(-1))
+        # ---- advantages and the policy-gradient direction in logit space ----------------------
+        A = advantages(correct, m_base / K_["n_base"], K_["n_base"], K_["std_norm"], K_["var_factor"])
+        g_pg = logit_gradient(counts, A, pi, K_["is_dec"])
+        # ---- which groups enter the loss, and the loss gradient -------------------------------
+        keep, pg_scale, reg_scale = _loss_scales(b, m)
+        grad_z = g_pg.mul_(pg_scale[..., None])
+        if b.any_reg:
+            reg = regulariser_gradient(pi, logpi, here["logpi0"], K_["kl"], K_["ent"], here["neg_kl_logpi0"])
+            grad_z.addcmul_(reg, reg_scale[..., None])
+        if keep is not None:
+            grad_z *= keep[..., None]
+    if autograd:
+        names = list(b.params)
+        grads = torch.autograd.grad(z, [b.params[k] for k in names], grad_outputs=grad_z, allow_unused=True)
+        grads = {k: (g if g is not None else torch.zeros_like(b.params[k])) for k, g in zip(names, grads)}
+        for p in b.params.values():
+            p.requires_grad_(False)
+    elif linear is not None:
+        grads = {"theta": linear.backward(grad_z, here) * v["scale"]}
+        if "tab" in b.params:
+            grads["tab"] = tabular_gradient(b.params["tab"], grad_z, idx, v["tab_scale"])
+    else:
+        grads = linear_backward(b.params, grad_z, U, idx, v["scale"], v["tab_scale"])
+    return grads, z.detach(), counts, pi
+
+
+def _closed_step(b: _Batch, here, u, has_len: bool, linear: LinearFeatures, flat):
+    """:func:`_general_step` for the linear policy in closed form (:meth:`LinearFeatures._closed_form`).
+
+    A problem's policy is fixed by ``y = a_p h_c``; its feature gradient is ``a_p`` times the
+    logit gradient summed over its correct responses, which has a closed form: with ``m`` of
+    the ``n`` draws correct and baseline mean ``mu``, the policy-gradient part is
+    ``m (1 - mu) / sd`` (minus ``(m - n mu) p / sd`` for a decoupled baseline) and the KL /
+    entropy part ``p (1 - p) ((kl + ent) y + ent (m_c - m_i))``. Only the draws touch every
+    response, through the policy's CDF ``(1 - p) / B cdf_inc + p / A cdf_cor`` (the base CDF's
+    incorrect and correct parts, rescaled).
+    """
+    v, K_ = b.vec, b.const
+    a, logit0, inv_a, inv_b, d = here["closed"].unbind(-1)  # per problem, see _closed_form
+    R, B = a.shape
+    cluster = here["skill_c"].view(R, B)
+    y = a * (b.params["theta"] * v["scale"]).gather(1, cluster)
+    t = y + logit0
+    p = torch.sigmoid(t)  # pass rate
+    q = torch.sigmoid(t.neg_())  # fail rate (not 1 - p: no cancellation)
+    # pi / pi0 is q / B on incorrect responses and p / A on correct ones
+    cdf = torch.addcmul(here["cdf_inc"] * (q * inv_b)[..., None], here["cdf_cor"], (p * inv_a)[..., None])
+    cdf[..., -1] = 1.0
+    if b.big or has_len:  # every response's count (and, for the token count, probability)
+        pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
+        counts = sample_counts(pi, u, b.big, b.streams, b.cfgs, cdf=cdf)
+        m = (counts * linear.correct.index_select(0, flat.view(-1)).view(counts.shape)).sum(-1)
+    else:  # correct draws only: the correctness of each uniform's bin
+        pi = counts = None
+        K = cdf.shape[-1]
+        m = torch.take(linear.correct_pad, draw_bins(cdf, u).add_(flat[..., None] * (K + 1))).sum(-1)
+    mu = _baseline_correct(b, m, p) / K_["n_base"]
+    one_mu = 1.0 - mu
+    pg = m * one_mu  # sum of the correct draws' advantages (before the std)
+    if b.decoupled:  # the baseline is not the group's own mean: the draws' advantages do not sum to 0
+        pg -= K_["is_dec_g"] * (m - K_["n"] * mu) * p
+    if K_["std_norm"] is not None:
+        sd = (mu * one_mu).mul_(K_["var_factor"]).sqrt_().add_(ADV_EPS)  # (mu in [0, 1])
+        pg /= sd if K_["std_norm"] is True else torch.where(K_["std_norm"], sd, 1.0)
+    keep, pg_scale, reg_scale = _loss_scales(b, m)
+    w = pg.mul_(pg_scale)
+    if b.any_reg:
+        reg = torch.addcmul(K_["kl_ent_g"] * y, K_["ent_g"], d)
+        w.addcmul_(reg.mul_(p * q), reg_scale)
+    if keep is not None:
+        w *= keep
+    g = torch.zeros_like(b.params["theta"]).scatter_add_(1, cluster, w.mul_(a))
+    z = torch.addcmul(here["logpi0"], here["correct"], y[..., None]) if b.any["trust"] else None
+    return {"theta": g.mul_(v["scale"])}, z, counts, pi
 
 
 def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int, base) -> None:

@@ -1,5 +1,6 @@
 """The simulator engine: exactness, reproducibility, batching, and the single-problem theory."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,6 +13,8 @@ from isosim.engine import (
     ADV_EPS,
     LinearFeatures,
     advantages,
+    evaluate,
+    evaluate_closed,
     logit_gradient,
     regulariser_gradient,
     simulate,
@@ -174,6 +177,64 @@ def test_linear_features_equal_the_dense_product(dense_part, one_hot):
     torch.testing.assert_close(lf.forward(h, here, flat), torch.einsum("rbkd,rd->rbk", Ug, h))
     g = torch.randn(R, B, K, generator=gen, dtype=torch.float64)
     torch.testing.assert_close(lf.backward(g, here), torch.einsum("rbk,rbkd->rd", g, Ug))
+
+
+def _closed_features(cfg: SimConfig):
+    pop = build(cfg, memorize=False)
+    logpi0 = torch.log_softmax(pop.z0, -1)[None]
+    U = pop.U[None, ..., : cfg.clusters]  # the skill block only
+    return pop, LinearFeatures(U, cfg.clusters, pop.correct[None], logpi0), logpi0
+
+
+def test_closed_form_applies_only_where_the_features_allow_it():
+    cfg = SimConfig(**SMALL)
+    pop, lf, logpi0 = _closed_features(cfg)
+    assert lf.closed
+    assert not LinearFeatures(pop.U[None, ..., : cfg.clusters], cfg.clusters).closed  # no correct/logpi0 given
+    assert not LinearFeatures(pop.U[None], cfg.clusters, pop.correct[None], logpi0).closed  # typicality column
+    U = pop.U[None, ..., : cfg.clusters].clone()
+    prob = int(((U[0] != 0).sum((-1, -2)) >= 2).nonzero()[0])  # a transferring problem, 2+ correct responses
+    resp, col = (U[0, prob] != 0).nonzero()[0].tolist()
+    U[0, prob, resp, col] += 0.1  # now it loads more than the problem's other correct responses
+    assert not LinearFeatures(U, cfg.clusters, pop.correct[None], logpi0).closed
+
+
+def test_closed_form_evaluation_equals_the_softmax_over_responses():
+    cfg = SimConfig(n_train=48, n_val=16, profile="hard:0.3,easy:0.7", seed=5)
+    pop, lf, logpi0 = _closed_features(cfg)
+    pop = dataclasses.replace(pop, z0=pop.z0[None], correct=pop.correct[None], U=pop.U[None, ..., : cfg.clusters])
+    h = torch.randn(6, cfg.clusters, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3
+    pop_idx = torch.zeros(6, dtype=torch.long)
+    z = logpi0[0] + torch.einsum("pkd,rd->rpk", pop.U[0], h)
+    want, p_want = evaluate(z, pop, pop_idx, logpi0, k=4)
+    got, p_got = evaluate_closed(h, lf, pop, pop_idx, k=4)
+    torch.testing.assert_close(p_got, p_want, rtol=1e-12, atol=1e-13)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+def test_closed_form_step_equals_the_general_step(monkeypatch):
+    """Every update option through the closed-form step and through the general one (softmax
+    over every response): the same records, to rounding."""
+    base = SimConfig(steps=40, eval_points=6, n_train=48, n_val=32)
+    cfgs = [base.replace(n=n, b_p=bp, seed=s) for n, bp, s in ((1, 8, 0), (8, 16, 1), (100, 8, 2))]
+    cfgs += [base.replace(n=8, seed=3, optimizer="sgd", lr=2.0, n_est=32, zero_var_filter=True),
+             base.replace(n=16, seed=4, adv="drgrpo", wd=0.1, optimizer="adamw", clip_grad=0.5,
+                          trust_region=0.3, warmup=10, mean_len=100.0),
+             base.replace(n=80, seed=5, kl=0.0, entropy=0.0, profile="hard", mean_len=50.0),
+             base.replace(n=4, seed=6, kl=0.3, entropy=0.1, data_seed=7, profile="hard:0.5,easy:0.5",
+                          hard_clusters=2)]
+    closed = simulate(cfgs)
+    used = []
+    original = LinearFeatures._closed_form
+    monkeypatch.setattr(LinearFeatures, "_closed_form", lambda self, *a: used.append(1))
+    general = simulate(cfgs)
+    assert len(used) == len({c.batch_key for c in cfgs})  # every batch would have taken the closed form
+    monkeypatch.setattr(LinearFeatures, "_closed_form", original)
+    metrics = [c for c in closed.columns if closed[c].dtype.kind == "f"]
+    pd.testing.assert_frame_equal(closed[["run_id", "step"] + metrics], general[["run_id", "step"] + metrics],
+                                  check_exact=False, rtol=1e-10, atol=1e-12)
+    assert closed.val_avg.std() > 0.01  # the runs learn
 
 
 def test_single_problem_tabular_learns_and_sequential_beats_parallel():
