@@ -3,13 +3,16 @@
 Every study is a jupytext percent-format script (``# %%`` cells) that runs top to bottom as
 ``python studies/<study>.py [--quick]``. ``--quick`` runs the CI scale (seconds to a minute) and
 writes under ``studies/results/quick/`` and ``studies/figures/quick/`` (not committed); the full
-scale writes ``studies/results/<study>.json`` and ``studies/figures/<study>_*.png|svg``.
+scale writes ``studies/results/<study>.json`` and ``studies/figures/<study>_*.png|svg``. The
+environment variable ``ISOSIM_STUDY_OUT`` moves both trees (``results/`` and ``figures/``) under
+another folder (the tests use it to leave the repository untouched).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,8 +30,9 @@ def setup(study: str, doc: str = "") -> tuple[bool, F.Scale, Path, Path]:
     quick = bool(args.quick)
     scale = F.QUICK if quick else F.FULL
     sub = "quick" if quick else ""
-    fig_dir = ROOT / "figures" / sub
-    res_dir = ROOT / "results" / sub
+    out = Path(os.environ.get("ISOSIM_STUDY_OUT") or ROOT)
+    fig_dir = out / "figures" / sub
+    res_dir = out / "results" / sub
     fig_dir.mkdir(parents=True, exist_ok=True)
     res_dir.mkdir(parents=True, exist_ok=True)
     return quick, scale, fig_dir, res_dir / f"{study}.json"
