@@ -236,18 +236,24 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
             cdf[..., -1] = 1.0
         counts = bin_counts(draw_bins(cdf, u_sorted), K, like.dtype)
     if big_runs:
-        sel = slice(None) if len(big_runs) == R else big_runs
+        every = len(big_runs) == R
         if pi is not None:
-            p_np = pi[sel].cpu().numpy().astype(np.float64, copy=False)
-        else:
-            p_np = np.diff(cdf[sel].cpu().numpy().astype(np.float64, copy=False), axis=-1, prepend=0.0)
+            p_np = (pi if every else pi[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+        else:  # the CDF's differences (numpy's own diff with a prepended 0 is slow on small arrays)
+            c_np = (cdf if every else cdf[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+            p_np = np.empty_like(c_np)
+            p_np[..., 0] = c_np[..., 0]
+            np.subtract(c_np[..., 1:], c_np[..., :-1], out=p_np[..., 1:])
             np.maximum(p_np, 0.0, out=p_np)
         if like.dtype != torch.float64:  # numpy wants probabilities summing to 1 within 1e-12
             p_np /= p_np.sum(-1, keepdims=True)
-        drawn = np.zeros(p_np.shape)
-        for j, r in enumerate(big_runs):
-            c = cfgs[r]
-            drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, p_np[j, : c.b_p])
+        rows = [streams[r].big.multinomial(cfgs[r].n, p_np[j, : cfgs[r].b_p]) for j, r in enumerate(big_runs)]
+        if all(len(x) == B for x in rows):
+            drawn = np.stack(rows)
+        else:
+            drawn = np.zeros(p_np.shape)
+            for j, x in enumerate(rows):
+                drawn[j, : len(x)] = x
         drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
         if counts is None:  # every run is a large-n run
             return drawn
@@ -333,7 +339,6 @@ class LinearFeatures:
         self.tables = {"skill_c": self.tables["skill_c"], "closed": self.consts[:, :5].contiguous(),
                        "cdf_cor": (pi0 * correct).cumsum(-1).view(S * P, K),
                        "cdf_inc": (pi0 * (1 - correct)).cumsum(-1).view(S * P, K)}
-        self.correct = correct.reshape(S * P, K)
         self.correct_pad = torch.cat([correct, correct.new_zeros(S, P, 1)], -1).view(-1)
 
     def forward(self, h, here, flat):
@@ -661,7 +666,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     U_flat = pop.U.view(-1, pop.U.shape[-2] * pop.U.shape[-1])  # [S * P, K * D]: one row per problem
     # gathered per chunk, by row. The base log-probs serve as base logits too (a softmax does not
     # see a per-problem constant), which saves gathering z0 as well
-    tables = {"correct": pop.correct, "logpi0": logpi0_all}  # (the closed form drops both below)
+    tables = {"correct": pop.correct, "logpi0": logpi0_all}  # (the closed form may drop both below)
     if has_len:
         tables["length"] = pop.length.nan_to_num(0.0)
     tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
@@ -674,7 +679,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                                 *((pop.correct, logpi0_all) if closed_ok else ()))
         tables.update(linear.tables)
         if linear.closed and not any(c.trust_region is not None for c in cfgs):
-            del tables["logpi0"], tables["correct"]  # (the trust region compares logits)
+            del tables["logpi0"]  # (the trust region compares logits)
+            if not has_len and not any(c.n > DIRECT_MAX for c in cfgs):
+                del tables["correct"]  # (per-response counts need it)
     closed = linear is not None and linear.closed
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
@@ -874,7 +881,7 @@ def _closed_step(b: _Batch, here, u, has_len: bool, linear: LinearFeatures, flat
     if b.big or has_len:  # every response's count (and, for the token count, probability)
         pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
         counts = sample_counts(pi, u, b.big, b.streams, b.cfgs, cdf=cdf)
-        m = (counts * linear.correct.index_select(0, flat.view(-1)).view(counts.shape)).sum(-1)
+        m = (counts * here["correct"]).sum(-1)
     else:  # correct draws only: the correctness of each uniform's bin
         pi = counts = None
         K = cdf.shape[-1]
