@@ -2,10 +2,11 @@
 
 Every study is a jupytext percent-format script (``# %%`` cells) that runs top to bottom as
 ``python studies/<study>.py [--quick]``. ``--quick`` runs the CI scale (seconds to a minute) and
-writes under ``studies/results/quick/`` and ``studies/figures/quick/`` (not committed); the full
-scale writes ``studies/results/<study>.json`` and ``studies/figures/<study>_*.png|svg``. The
-environment variable ``ISOSIM_STUDY_OUT`` moves both trees (``results/`` and ``figures/``) under
-another folder (the tests use it to leave the repository untouched).
+writes under ``studies/results/quick/`` and ``studies/figures/quick/`` (committed: the findings
+quote some quick-scale numbers); the full scale writes ``studies/results/<study>.json`` and
+``studies/figures/<study>_*.png|svg``. The environment variable ``ISOSIM_STUDY_OUT`` moves both
+trees (``results/`` and ``figures/``) under another folder (the tests use it to leave the
+repository untouched).
 """
 
 from __future__ import annotations
