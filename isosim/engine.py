@@ -228,7 +228,7 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
     multinomial. ``cdf`` [R, B, K] may pass the CDF ``cdf_1, ..., cdf_K = 1`` of ``pi``, and then
     ``pi`` may be None (large-n runs take its differences)."""
     like = pi if pi is not None else cdf
-    R, B, K = like.shape
+    R, _, K = like.shape
     counts = None
     if u_sorted is not None:
         if cdf is None:
@@ -247,13 +247,10 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
             np.maximum(p_np, 0.0, out=p_np)
         if like.dtype != torch.float64:  # numpy wants probabilities summing to 1 within 1e-12
             p_np /= p_np.sum(-1, keepdims=True)
-        rows = [streams[r].big.multinomial(cfgs[r].n, p_np[j, : cfgs[r].b_p]) for j, r in enumerate(big_runs)]
-        if all(len(x) == B for x in rows):
-            drawn = np.stack(rows)
-        else:
-            drawn = np.zeros(p_np.shape)
-            for j, x in enumerate(rows):
-                drawn[j, : len(x)] = x
+        drawn = np.zeros(p_np.shape)
+        for j, r in enumerate(big_runs):
+            c = cfgs[r]
+            drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, p_np[j, : c.b_p])
         drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
         if counts is None:  # every run is a large-n run
             return drawn
@@ -317,10 +314,10 @@ class LinearFeatures:
         ``S = A e^y + B``, ``pi = pi0 e^(y [correct]) / S``, pass rate ``p = A e^y / S =
         sigmoid(y + log A/B)``, KL to the base ``y p - log S`` and ``sum pi log pi0 = p m_c +
         (1 - p) m_i`` (``m``: the pi0-weighted mean log pi0 over correct / incorrect
-        responses). Used when the weights have exactly
-        that form and every problem has an incorrect response; then the engine steps with
-        :func:`_closed_step` and evaluates with :func:`evaluate_closed`, and the tables hold
-        what those need (not the skill weights :meth:`forward` / :meth:`backward` use)."""
+        responses). Used when the weights have exactly that form and every problem has a correct
+        and an incorrect response; then the engine steps with :func:`_closed_step` and evaluates
+        with :func:`evaluate_closed`, and the tables hold what those need (not the skill weights
+        :meth:`forward` / :meth:`backward` use)."""
         a = weight.amax(-1)  # [S, P]
         pi0 = logpi0.exp()
         A = (pi0 * correct).sum(-1)
@@ -490,10 +487,11 @@ def evaluate_closed(h, linear: LinearFeatures, pop: Population, pop_idx, k: int
     else:
         c, hc = _rows(consts, pop_idx), h.gather(1, _rows(cluster, pop_idx))
     y = c[..., 0] * hc  # [R, P]
-    p = torch.sigmoid(y + c[..., 1])
+    t = y + c[..., 1]  # the pass rate's log-odds
+    p = torch.sigmoid(t)
     c_t, y_t, p_t = c[..., :n_train, :], y[:, :n_train], p[:, :n_train]
     log_s = torch.logaddexp(c_t[..., 5] + y_t, c_t[..., 6])  # log(A e^y + B)
-    q_t = torch.sigmoid(-(y_t + c_t[..., 1]))
+    q_t = torch.sigmoid(-t[:, :n_train])
     kl = (y_t * p_t - log_s).mean(-1)
     cross_row = p_t * c_t[..., 7] + q_t * c_t[..., 8]  # sum pi log pi0
     return summarise(p, n_train, k, -kl - cross_row.mean(-1), kl), p
@@ -613,16 +611,15 @@ class _Batch:
             "var_factor": (v["n_roll"] / (v["n_roll"] - 1.0).clamp(min=1.0))[:, None],  # unbiased variance
             "pg_scale": (-1.0 / (v["b_p"] * v["n"]))[:, None],  # loss normalisation, sign of descent
             "reg_scale": (1.0 / v["b_p"])[:, None],
-            "kl": v["kl"][:, None, None],
-            "ent": v["ent"][:, None, None],
             "spent": v["n_roll"] * v["b_p"],
             "std_norm": (True if all(c.adv == "grpo" for c in cfgs) else v["grpo"][:, None]) if self.any["grpo"] else None,
-            "is_dec": (v["n_roll"] > v["n"])[:, None, None].to(v["n"].dtype) if self.decoupled else None,
-            # the same per group [R, 1] (the closed-form step)
+            # per group [R, 1] (the closed-form step); per response [R, 1, 1] below
             "kl_ent_g": (v["kl"] + v["ent"])[:, None],
             "ent_g": v["ent"][:, None],
             "is_dec_g": (v["n_roll"] > v["n"])[:, None].to(v["n"].dtype) if self.decoupled else None,
         }
+        self.const.update(kl=v["kl"][:, None, None], ent=self.const["ent_g"][..., None],
+                          is_dec=self.const["is_dec_g"][..., None] if self.decoupled else None)
         self.spent_total = float(sum(c.rollouts_per_step * c.b_p for c in cfgs))
         def one(name: str):  # the value every run shares, or None
             values = {getattr(c, name) for c in cfgs}
