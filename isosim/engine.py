@@ -13,7 +13,13 @@ Where this departs from a per-rollout GRPO implementation (and why it is the sam
   uses ``sum_i A_i grad log pi(a_i) = sum_k c_k A_k e_k - (sum_i A_i) pi`` (gradient with
   respect to the logits). A step's cost does not grow with ``n``.
 * Counts for ``n <= DIRECT_MAX`` come from ``n`` uniforms per problem (inverse CDF), above it
-  from numpy's multinomial; both are exact draws.
+  from numpy's multinomial; both are exact draws. A run whose policy is the default linear one
+  with skill features only and no response-length model (:func:`correct_only`) needs only the
+  number of correct draws ``m ~ Binomial(n, p)``: the engine draws it as the count of the
+  group's ``n`` uniforms below its pass rate ``p`` (the inverse CDF with the correct responses
+  ordered first), above ``DIRECT_MAX`` as one numpy binomial. The same law as counting correct
+  responses among multinomial counts, without touching the K responses, and the same draws
+  whichever path (closed form or general) the run's batch takes.
 * The default linear policy (skill features only, each problem loading ``a_p`` on its correct
   responses) is a one-parameter family per problem: ``pass rate = sigmoid(y + log-odds of the
   base)`` with ``y = a_p h_c``. The engine then computes the update and the evaluation in closed
@@ -21,8 +27,10 @@ Where this departs from a per-rollout GRPO implementation (and why it is the sam
   Same results as the general path (softmax over responses) to rounding; any other policy, a
   typicality or memorisation part, or a tabular part takes the general path.
 * Every run owns its random streams (numpy ``Generator`` seeded from its ``seed``): problem
-  order, rollout draws, the extra draws of a decoupled baseline and sampled evaluations. A run's
-  result therefore does not depend on which other runs share its batch.
+  order, rollout draws, the extra draws of a decoupled baseline and sampled evaluations, each
+  drawn for the run's own ``b_p`` groups only. A run's result therefore does not depend on which
+  other runs share its batch: bit for bit when the batch takes the run's own path, to rounding
+  (~1e-15) when another run's settings send the batch down the general path.
 * KL and entropy terms are exact expectations over the K responses (a real trainer estimates
   them from sampled tokens, e.g. with the k3 estimator; the expectation is the same).
 * Evaluation is exact: avg@k = mean p, best@k = mean 1-(1-p)^k, worst@k = mean p^k, with
@@ -49,6 +57,7 @@ from isosim.errors import IsosimError
 from isosim.problems import Population, build, stack
 
 DIRECT_MAX = 64  # largest n sampled from uniforms (above it: numpy multinomial per run)
+CORRECT_ONLY = True  # runs that need only their correct draws draw only those (False: per-response counts)
 CHUNK = 64  # most steps of problem order and uniforms drawn per refill
 CHUNK_ROWS = 1 << 14  # ... and at most about this many (run, problem) rows per refill (cache-sized gathers)
 ADV_EPS = 1e-4  # GRPO's epsilon in (r - mean) / (std + eps)
@@ -252,10 +261,54 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
             c = cfgs[r]
             drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, p_np[j, : c.b_p])
         drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
-        if counts is None:  # every run is a large-n run
-            return drawn
+        if counts is None:  # every run is a large-n run (the others' counts, if any, stay 0)
+            if every:
+                return drawn
+            counts = torch.zeros(like.shape, dtype=like.dtype, device=like.device)
         counts[big_runs] = drawn
     return counts
+
+
+def sample_correct(p, big_runs, streams, cfgs, m=None):
+    """Correct draws [R, B] of the large-n runs ``big_runs``, ``Binomial(n, p)`` per group from
+    the pass rates ``p`` [R, B] (numpy's binomial, each run from its own stream), written into
+    ``m`` (the other runs' counts) or into a new tensor when every run is a large-n run."""
+    R = p.shape[0]
+    every = len(big_runs) == R
+    p_np = (p if every else p[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+    drawn = np.zeros(p_np.shape)
+    for j, r in enumerate(big_runs):
+        c = cfgs[r]
+        drawn[j, : c.b_p] = streams[r].big.binomial(c.n, p_np[j, : c.b_p])
+    drawn = torch.from_numpy(drawn).to(device=p.device, dtype=p.dtype)
+    if m is None:
+        return drawn
+    m[big_runs] = drawn
+    return m
+
+
+def correct_only(c: SimConfig) -> bool:
+    """Whether a run needs only its number of correct draws: the linear policy with skill
+    features alone (each problem's features ``a_p`` on its correct responses, so the gradient
+    sees the draws only through ``m``) and no response-length model (no tokens to count)."""
+    return (CORRECT_ONLY and c.policy == "linear" and c.typicality == 0 and c.memorize == 0
+            and c.tabular == 0 and c.mean_len is None)
+
+
+def draw_correct(b: "_Batch", p, u, m=None):
+    """Correct draws [R, B] of a batch's correct-only runs, ``Binomial(n, p)`` from the pass rates
+    ``p`` [R, B]: the count of a group's uniforms ``u`` [R, B, n_max] below ``p`` (padding 2.0
+    never is; sorted or not), one numpy binomial per group for large n. ``m`` holds the other
+    runs' counts (None when every run is correct-only)."""
+    if u is not None:
+        m_co = torch.lt(u, p[..., None]).sum(-1, dtype=p.dtype)
+    else:  # every run is a large-n run
+        m_co = None if len(b.big_correct) == len(b.cfgs) else torch.zeros_like(p)
+    if b.big_correct:
+        m_co = sample_correct(p, b.big_correct, b.streams, b.cfgs, m_co)
+    if m is None or b.all_co:
+        return m_co
+    return torch.where(b.const["co"], m_co, m)
 
 
 def linear_backward(params, grad_z, U, idx, scale, tab_scale):
@@ -595,6 +648,10 @@ class _Batch:
     def _flags(self) -> None:
         cfgs = self.cfgs
         self.big = [r for r, c in enumerate(cfgs) if c.n > DIRECT_MAX]
+        co = [correct_only(c) for c in cfgs]
+        self.all_co, self.any_co = all(co), any(co)
+        self.big_counts = [r for r in self.big if not co[r]]  # large n, per-response counts
+        self.big_correct = [r for r in self.big if co[r]]  # large n, correct draws only
         self.decoupled = [r for r, c in enumerate(cfgs) if c.rollouts_per_step > c.n]
         self.any = {name: bool(self.vec[name].any()) for name in ("adam", "adamw", "grpo", "zero_var")}
         self.any["clip"] = any(c.clip_grad is not None for c in cfgs)
@@ -617,6 +674,7 @@ class _Batch:
             "kl_ent_g": (v["kl"] + v["ent"])[:, None],
             "ent_g": v["ent"][:, None],
             "is_dec_g": (v["n_roll"] > v["n"])[:, None].to(v["n"].dtype) if self.decoupled else None,
+            "co": torch.as_tensor(co, device=v["n"].device)[:, None] if self.any_co and not self.all_co else None,
         }
         self.const.update(kl=v["kl"][:, None, None], ent=self.const["ent_g"][..., None],
                           is_dec=self.const["is_dec_g"][..., None] if self.decoupled else None)
@@ -677,9 +735,12 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         tables.update(linear.tables)
         if linear.closed and not any(c.trust_region is not None for c in cfgs):
             del tables["logpi0"]  # (the trust region compares logits)
-            if not has_len and not any(c.n > DIRECT_MAX for c in cfgs):
+            if not has_len and not any(c.n > DIRECT_MAX and not correct_only(c) for c in cfgs):
                 del tables["correct"]  # (per-response counts need it)
+            if all(correct_only(c) for c in cfgs):
+                del tables["cdf_cor"], tables["cdf_inc"]  # (draws from the pass rate alone)
     closed = linear is not None and linear.closed
+    all_co = all(correct_only(c) for c in cfgs)  # every run draws its correct draws only
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
@@ -702,7 +763,8 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         p_val = p[:, pop.n_train:].cpu().numpy()
         for j, r in enumerate(sel):
             cfg = b.cfgs[r]
-            row = {**settings[cfg.run_id], "step": step, "rollouts": spent[j], "tokens": tokens[j], "k": cfg.k}
+            row = {**settings[cfg.run_id], "step": step, "rollouts": spent[j], "k": cfg.k,
+                   "tokens": tokens[j] if cfg.mean_len is not None else float("nan")}  # (whatever the batch)
             row.update({key: float(val[j]) for key, val in metrics.items()})
             if cfg.eval_samples:
                 row.update(sampled_metrics(p_val[j], max(cfg.eval_samples, cfg.k), cfg.k, b.streams[r].evals))
@@ -728,7 +790,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
                 idx_np[r, :, : c.b_p] = st.problems(chunk_len)
                 if c.n <= DIRECT_MAX:
                     u_np[r, :, : c.b_p, : c.n] = st.uniforms(chunk_len)
-            if n_max:
+            if n_max and not all_co:
                 u_np.sort(axis=-1)  # each group's uniforms in order (the padding 2.0 stays last)
             # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
             sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
@@ -753,7 +815,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             _apply_update(b, grads, z, pop, idx, t, here.get("logpi0"))
             # ---- accounting -------------------------------------------------------------------
             v["rollouts"] += b.const["spent"]
-            if has_len:
+            if has_len and counts is not None:  # (None: no run left with a length model)
                 L = here["length"]
                 extra_draws = (v["n_roll"] - v["n"])[:, None]
                 v["tokens"] += (counts * L).sum((-1, -2)) + ((pi * L).sum(-1) * extra_draws * v["b_mask"]).sum(-1)
@@ -785,8 +847,10 @@ def _baseline_correct(b: _Batch, m, p):
         return m
     dec = b.decoupled
     p_b = p[dec].cpu().numpy().clip(0, 1)
-    extra = np.stack([b.streams[r].extra.binomial(b.cfgs[r].rollouts_per_step - b.cfgs[r].n, p_b[j])
-                      for j, r in enumerate(dec)])
+    extra = np.zeros(p_b.shape)
+    for j, r in enumerate(dec):  # only the run's own b_p groups (its stream must not see the batch's width)
+        c = b.cfgs[r]
+        extra[j, : c.b_p] = b.streams[r].extra.binomial(c.rollouts_per_step - c.n, p_b[j, : c.b_p])
     m_base = m.clone()
     m_base[dec] += torch.as_tensor(extra, dtype=m.dtype, device=m.device)
     return m_base
@@ -824,9 +888,17 @@ def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: 
         pi = logpi.exp()
         correct = here["correct"]
         # ---- rollouts: how often each response was drawn --------------------------------------
-        counts = sample_counts(pi, u, b.big, b.streams, b.cfgs)
-        m = (counts * correct).sum(-1)
-        m_base = _baseline_correct(b, m, (pi * correct).sum(-1))
+        pc = pi * correct  # the policy on correct responses
+        p = pc.sum(-1)  # pass rate
+        counts = sample_counts(pi, u, b.big_counts, b.streams, b.cfgs) if not b.all_co else None
+        m = (counts * correct).sum(-1) if counts is not None else None
+        if b.any_co:  # their gradient depends on m only: spread it over the responses in proportion to pi
+            m = draw_correct(b, p, u, m)
+            q = pi.sum(-1) - p
+            spread = (torch.addcmul(pc * torch.where(p > 0, m / p, 0.0)[..., None], pi - pc,
+                                    torch.where(q > 0, (b.const["n"] - m) / q, 0.0)[..., None]))
+            counts = spread if counts is None else torch.where(b.const["co"][..., None], spread, counts)
+        m_base = _baseline_correct(b, m, p)
         # ---- advantages and the policy-gradient direction in logit space ----------------------
         A = advantages(correct, m_base / K_["n_base"], K_["n_base"], K_["std_norm"], K_["var_factor"])
         g_pg = logit_gradient(counts, A, pi, K_["is_dec"])
@@ -872,17 +944,20 @@ def _closed_step(b: _Batch, here, u, has_len: bool, linear: LinearFeatures, flat
     t = y + logit0
     p = torch.sigmoid(t)  # pass rate
     q = torch.sigmoid(t.neg_())  # fail rate (not 1 - p: no cancellation)
-    # pi / pi0 is q / B on incorrect responses and p / A on correct ones
-    cdf = torch.addcmul(here["cdf_inc"] * (q * inv_b)[..., None], here["cdf_cor"], (p * inv_a)[..., None])
-    cdf[..., -1] = 1.0
-    if b.big or has_len:  # every response's count (and, for the token count, probability)
-        pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
-        counts = sample_counts(pi, u, b.big, b.streams, b.cfgs, cdf=cdf)
-        m = (counts * here["correct"]).sum(-1)
-    else:  # correct draws only: the correctness of each uniform's bin
-        pi = counts = None
-        K = cdf.shape[-1]
-        m = torch.take(linear.correct_pad, draw_bins(cdf, u).add_(flat[..., None] * (K + 1))).sum(-1)
+    pi = counts = m = None
+    if not b.all_co:  # some run needs per-response draws: through the policy's CDF over the K responses
+        # pi / pi0 is q / B on incorrect responses and p / A on correct ones
+        cdf = torch.addcmul(here["cdf_inc"] * (q * inv_b)[..., None], here["cdf_cor"], (p * inv_a)[..., None])
+        cdf[..., -1] = 1.0
+        if has_len or b.big_counts:  # every response's count (and, for the token count, probability)
+            pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
+            counts = sample_counts(pi, u, b.big_counts, b.streams, b.cfgs, cdf=cdf)
+            m = (counts * here["correct"]).sum(-1)
+        else:  # correct draws only: the correctness of each uniform's bin
+            K = cdf.shape[-1]
+            m = torch.take(linear.correct_pad, draw_bins(cdf, u).add_(flat[..., None] * (K + 1))).sum(-1)
+    if b.any_co:  # (their counts, if any, stay 0: no length model, no tokens)
+        m = draw_correct(b, p, u, m)
     mu = _baseline_correct(b, m, p) / K_["n_base"]
     one_mu = 1.0 - mu
     pg = m * one_mu  # sum of the correct draws' advantages (before the std)

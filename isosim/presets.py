@@ -17,7 +17,7 @@ under bounded Adam steps.* Problems with base pass@1 < 1/16 load on the shared s
 with a smaller loading (``hard_loading`` = 0.05), so they need more parameter travel to improve.
 Under Adam each step moves the parameters by about ``lr``, so a run covers a distance of about
 ``lr * M = base_lr * C / sqrt(1024 * B_p * n)``: width eats the steps hard problems need, and
-their n* saturates lower (QUICK: 8 vs 32; MEDIUM: 64 vs 128). With ``hard_loading=1`` the hard
+their n* saturates lower (QUICK: 8 vs 32; MEDIUM: 32 vs 64). With ``hard_loading=1`` the hard
 set's n* climbs to the largest n. Caveat: it is a lag; at much larger budgets hard n* rises.
 
 Side effects of the same recipe: B_p matters little (Adam's step does not scale with the

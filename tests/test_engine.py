@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from isosim import engine
 from isosim.config import SimConfig
 from isosim.engine import (
     ADV_EPS,
@@ -140,6 +141,26 @@ def test_batched_runs_equal_runs_one_by_one(policy):
                                   check_exact=False, rtol=1e-9, atol=1e-12)
 
 
+def test_correct_only_runs_draw_the_same_whatever_their_batch():
+    """Runs that need only their correct draws (skill-only linear policy, no length model) draw
+    them from their pass rate on either path; beside runs that force the general path
+    (typicality, memorisation, a tabular part) or per-response counts (a length model, at small
+    and large n), each run still gives what it gives alone."""
+    base = SimConfig(budget=8000, kl=0.3, **SMALL)
+    cfgs = [base.replace(n=8, seed=0), base.replace(n=100, seed=1), base.replace(n=16, b_p=4, seed=2, n_est=64),
+            base.replace(n=8, seed=3, typicality=0.3), base.replace(n=100, seed=4, memorize=0.5),
+            base.replace(n=8, seed=5, tabular=0.5), base.replace(n=16, seed=6, mean_len=50.0),
+            base.replace(n=200, seed=7, mean_len=50.0), base.replace(n=4, seed=8, zero_var_filter=True)]
+    metrics = ["step", "rollouts", "tokens", "train_reward", "val_avg", "val_best", "val_worst", "entropy", "kl"]
+    alone = pd.concat([simulate([c]) for c in cfgs], ignore_index=True)
+    for batch in (cfgs, cfgs[:3] + cfgs[6:8], cfgs[:3] + cfgs[3:4]):
+        ids = {c.run_id for c in batch}
+        together = simulate(batch)
+        pd.testing.assert_frame_equal(together[["run_id"] + metrics],
+                                      alone[alone.run_id.isin(ids)].reset_index(drop=True)[["run_id"] + metrics],
+                                      check_exact=False, rtol=1e-9, atol=1e-12)
+
+
 def test_many_populations_and_the_adam_fast_path_match_runs_one_by_one():
     # 6 populations (evaluation gathers rather than loops), runs leaving at different steps, and
     # all-Adam batches (scalar fast path) against the same runs beside an SGD run (general path)
@@ -224,6 +245,7 @@ def test_closed_form_step_equals_the_general_step(monkeypatch):
              base.replace(n=80, seed=5, kl=0.0, entropy=0.0, profile="hard", mean_len=50.0),
              base.replace(n=4, seed=6, kl=0.3, entropy=0.1, data_seed=7, profile="hard:0.5,easy:0.5",
                           hard_clusters=2)]
+    monkeypatch.setattr(engine, "CORRECT_ONLY", False)  # the same draws on both paths
     closed = simulate(cfgs)
     used = []
     original = LinearFeatures._closed_form
@@ -235,6 +257,41 @@ def test_closed_form_step_equals_the_general_step(monkeypatch):
     pd.testing.assert_frame_equal(closed[["run_id", "step"] + metrics], general[["run_id", "step"] + metrics],
                                   check_exact=False, rtol=1e-10, atol=1e-12)
     assert closed.val_avg.std() > 0.01  # the runs learn
+
+
+@pytest.mark.parametrize("n", [8, 100])
+def test_correct_only_draws_have_the_law_of_the_multinomial(monkeypatch, n):
+    """Closed form, no length model: each group draws only its number of correct draws,
+    Binomial(n, p) (uniforms below p; above DIRECT_MAX one binomial). Over many seeds the
+    learning curves (train reward and validation avg@k at each evaluation) match those from
+    per-response multinomial counts, within 4 standard errors; and the correct draws the update
+    receives have the binomial's mean and variance given the pass rate it sees."""
+    base = SimConfig(n=n, b_p=8, steps=40, eval_points=4, n_train=16, n_val=16, profile="hard:0.5,easy:0.5",
+                     data_seed=0, lr=10.0)
+    cfgs = [base.replace(seed=s) for s in range(300)]
+    seen = []  # (correct draws, pass rate) of every group, as the update receives them
+    original = engine._baseline_correct
+
+    def spy(b, m, p):
+        seen.append((m.cpu().numpy().ravel(), p.cpu().numpy().ravel()))
+        return original(b, m, p)
+
+    monkeypatch.setattr(engine, "_baseline_correct", spy)
+    binomial = simulate(cfgs)
+    m, p = (np.concatenate(x) for x in zip(*seen))
+    # the draws themselves: E m = n p and Var m = n p (1 - p), summed over ~1e5 groups
+    z_mean = (m - n * p).sum() / np.sqrt((n * p * (1 - p)).sum())
+    var_ratio = ((m - n * p) ** 2).sum() / (n * p * (1 - p)).sum()
+    assert abs(z_mean) < 4 and abs(var_ratio - 1) < 0.03, (z_mean, var_ratio)
+    monkeypatch.setattr(engine, "CORRECT_ONLY", False)
+    multinomial = simulate(cfgs)
+    assert not np.allclose(binomial.train_reward, multinomial.train_reward)  # other draws, same law
+    for col in ("train_reward", "val_avg"):
+        a, b = (df.groupby("step")[col].agg(["mean", "var"]) for df in (binomial, multinomial))
+        se = np.sqrt((a["var"] + b["var"]) / len(cfgs))
+        assert (a["var"].iloc[1:] > 0).all()  # the draws matter
+        assert (np.abs(a["mean"] - b["mean"]) <= 4 * se + 1e-12).all(), (col, (a["mean"] - b["mean"]) / se)
+    assert binomial.groupby("step").train_reward.mean().iloc[-1] > binomial.train_reward.iloc[0] + 0.02  # learns
 
 
 def test_single_problem_tabular_learns_and_sequential_beats_parallel():
