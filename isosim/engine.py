@@ -231,6 +231,24 @@ def bin_counts(bins, K: int, dtype) -> torch.Tensor:
     return counts.scatter_add_(-1, bins, torch.ones(bins.shape, dtype=dtype, device=bins.device))[..., :K]
 
 
+def _rows_np(x, runs) -> np.ndarray:
+    """The rows ``runs`` of ``x`` [R, ...] as float64 numpy (no index when they are every row)."""
+    return (x if len(runs) == x.shape[0] else x[runs]).cpu().numpy().astype(np.float64, copy=False)
+
+
+def _rows_back(drawn: np.ndarray, runs, like, out=None):
+    """Per-run draws ``drawn`` (numpy, one row per run in ``runs``) as a tensor shaped like
+    ``like`` [R, ...]: written into the rows ``runs`` of ``out`` (zeros when None), or returned
+    as they are when they are every run's."""
+    drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
+    if out is None:
+        if len(runs) == like.shape[0]:
+            return drawn
+        out = torch.zeros(like.shape, dtype=like.dtype, device=like.device)
+    out[runs] = drawn
+    return out
+
+
 def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
     """Multinomial(n, pi) counts [R, B, K]. Small n: inverse CDF of n uniforms per group
     ``u_sorted`` [R, B, n_max] (sorted, padded with 2.0; see :func:`draw_bins`). Large n: numpy's
@@ -245,11 +263,10 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
             cdf[..., -1] = 1.0
         counts = bin_counts(draw_bins(cdf, u_sorted), K, like.dtype)
     if big_runs:
-        every = len(big_runs) == R
         if pi is not None:
-            p_np = (pi if every else pi[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+            p_np = _rows_np(pi, big_runs)
         else:  # the CDF's differences (numpy's own diff with a prepended 0 is slow on small arrays)
-            c_np = (cdf if every else cdf[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+            c_np = _rows_np(cdf, big_runs)
             p_np = np.empty_like(c_np)
             p_np[..., 0] = c_np[..., 0]
             np.subtract(c_np[..., 1:], c_np[..., :-1], out=p_np[..., 1:])
@@ -260,31 +277,20 @@ def sample_counts(pi, u_sorted, big_runs, streams, cfgs, cdf=None):
         for j, r in enumerate(big_runs):
             c = cfgs[r]
             drawn[j, : c.b_p] = streams[r].big.multinomial(c.n, p_np[j, : c.b_p])
-        drawn = torch.from_numpy(drawn).to(device=like.device, dtype=like.dtype)
-        if counts is None:  # every run is a large-n run (the others' counts, if any, stay 0)
-            if every:
-                return drawn
-            counts = torch.zeros(like.shape, dtype=like.dtype, device=like.device)
-        counts[big_runs] = drawn
+        counts = _rows_back(drawn, big_runs, like, counts)  # (no small-n runs: the others stay 0)
     return counts
 
 
 def sample_correct(p, big_runs, streams, cfgs, m=None):
     """Correct draws [R, B] of the large-n runs ``big_runs``, ``Binomial(n, p)`` per group from
     the pass rates ``p`` [R, B] (numpy's binomial, each run from its own stream), written into
-    ``m`` (the other runs' counts) or into a new tensor when every run is a large-n run."""
-    R = p.shape[0]
-    every = len(big_runs) == R
-    p_np = (p if every else p[big_runs]).cpu().numpy().astype(np.float64, copy=False)
+    ``m`` (the other runs' counts; None: zeros) as :func:`_rows_back` does."""
+    p_np = _rows_np(p, big_runs)
     drawn = np.zeros(p_np.shape)
     for j, r in enumerate(big_runs):
         c = cfgs[r]
         drawn[j, : c.b_p] = streams[r].big.binomial(c.n, p_np[j, : c.b_p])
-    drawn = torch.from_numpy(drawn).to(device=p.device, dtype=p.dtype)
-    if m is None:
-        return drawn
-    m[big_runs] = drawn
-    return m
+    return _rows_back(drawn, big_runs, p, m)
 
 
 def correct_only(c: SimConfig) -> bool:
@@ -300,10 +306,7 @@ def draw_correct(b: "_Batch", p, u, m=None):
     ``p`` [R, B]: the count of a group's uniforms ``u`` [R, B, n_max] below ``p`` (padding 2.0
     never is; sorted or not), one numpy binomial per group for large n. ``m`` holds the other
     runs' counts (None when every run is correct-only)."""
-    if u is not None:
-        m_co = torch.lt(u, p[..., None]).sum(-1, dtype=p.dtype)
-    else:  # every run is a large-n run
-        m_co = None if len(b.big_correct) == len(b.cfgs) else torch.zeros_like(p)
+    m_co = torch.lt(u, p[..., None]).sum(-1, dtype=p.dtype) if u is not None else None  # (None: all large n)
     if b.big_correct:
         m_co = sample_correct(p, b.big_correct, b.streams, b.cfgs, m_co)
     if m is None or b.all_co:
@@ -385,11 +388,10 @@ class LinearFeatures:
         # per problem: a, base log-odds, 1/A, 1/B, m_c - m_i (the step's), log A, log B, m_c, m_i
         self.consts = torch.stack([a, lA - lB, 1 / A, 1 / B, m_c - m_i, lA, lB, m_c, m_i], -1).view(S * P, -1)
         # gathered per step: the step's constants and the base CDF split into its parts over the
-        # correct and the incorrect responses; correctness with a 0 for the padding bin K
+        # correct and the incorrect responses
         self.tables = {"skill_c": self.tables["skill_c"], "closed": self.consts[:, :5].contiguous(),
                        "cdf_cor": (pi0 * correct).cumsum(-1).view(S * P, K),
                        "cdf_inc": (pi0 * (1 - correct)).cumsum(-1).view(S * P, K)}
-        self.correct_pad = torch.cat([correct, correct.new_zeros(S, P, 1)], -1).view(-1)
 
     def forward(self, h, here, flat):
         """``U h`` [R, B, K] for the rows ``flat`` [R, B] of a step (``here``: gathered tables)."""
@@ -728,6 +730,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     scale = scale[:, cols]
     autograd = cfgs[0].policy == "mlp"
     linear = None
+    all_co = all(correct_only(c) for c in cfgs)  # every run draws its correct draws only
     if not autograd and cfgs[0].policy == "linear":  # (tabular runs have no theta)
         closed_ok = not any(c.tabular > 0 for c in cfgs)  # nothing but the features in the logits
         linear = LinearFeatures(pop.U, int((cols < pop.clusters).sum()),
@@ -735,12 +738,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
         tables.update(linear.tables)
         if linear.closed and not any(c.trust_region is not None for c in cfgs):
             del tables["logpi0"]  # (the trust region compares logits)
-            if not has_len and not any(c.n > DIRECT_MAX and not correct_only(c) for c in cfgs):
-                del tables["correct"]  # (per-response counts need it)
-            if all(correct_only(c) for c in cfgs):
-                del tables["cdf_cor"], tables["cdf_inc"]  # (draws from the pass rate alone)
+            if all_co:  # draws from the pass rate alone: no per-response counts
+                del tables["correct"], tables["cdf_cor"], tables["cdf_inc"]
     closed = linear is not None and linear.closed
-    all_co = all(correct_only(c) for c in cfgs)  # every run draws its correct draws only
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
@@ -808,7 +808,7 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
 
         if closed:  # the linear policy in closed form: only the draws touch every response
             with torch.no_grad():
-                grads, z, counts, pi = _closed_step(b, here, u, has_len, linear, flat_c[s])
+                grads, z, counts, pi = _closed_step(b, here, u, has_len)
         else:
             grads, z, counts, pi = _general_step(b, here, u, idx, flat_c[s], pop, linear, U_flat, autograd)
         with torch.no_grad():
@@ -846,7 +846,7 @@ def _baseline_correct(b: _Batch, m, p):
     if not b.decoupled:
         return m
     dec = b.decoupled
-    p_b = p[dec].cpu().numpy().clip(0, 1)
+    p_b = _rows_np(p, dec).clip(0, 1)
     extra = np.zeros(p_b.shape)
     for j, r in enumerate(dec):  # only the run's own b_p groups (its stream must not see the batch's width)
         c = b.cfgs[r]
@@ -925,16 +925,17 @@ def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: 
     return grads, z.detach(), counts, pi
 
 
-def _closed_step(b: _Batch, here, u, has_len: bool, linear: LinearFeatures, flat):
+def _closed_step(b: _Batch, here, u, has_len: bool):
     """:func:`_general_step` for the linear policy in closed form (:meth:`LinearFeatures._closed_form`).
 
     A problem's policy is fixed by ``y = a_p h_c``; its feature gradient is ``a_p`` times the
     logit gradient summed over its correct responses, which has a closed form: with ``m`` of
     the ``n`` draws correct and baseline mean ``mu``, the policy-gradient part is
     ``m (1 - mu) / sd`` (minus ``(m - n mu) p / sd`` for a decoupled baseline) and the KL /
-    entropy part ``p (1 - p) ((kl + ent) y + ent (m_c - m_i))``. Only the draws touch every
-    response, through the policy's CDF ``(1 - p) / B cdf_inc + p / A cdf_cor`` (the base CDF's
-    incorrect and correct parts, rescaled).
+    entropy part ``p (1 - p) ((kl + ent) y + ent (m_c - m_i))``. Correct-only runs draw ``m``
+    from ``p`` (:func:`draw_correct`); per-response counts (runs with a length model) go through
+    the policy's CDF ``(1 - p) / B cdf_inc + p / A cdf_cor`` (the base CDF's incorrect and
+    correct parts, rescaled).
     """
     v, K_ = b.vec, b.const
     a, logit0, inv_a, inv_b, d = here["closed"].unbind(-1)  # per problem, see _closed_form
@@ -945,17 +946,13 @@ def _closed_step(b: _Batch, here, u, has_len: bool, linear: LinearFeatures, flat
     p = torch.sigmoid(t)  # pass rate
     q = torch.sigmoid(t.neg_())  # fail rate (not 1 - p: no cancellation)
     pi = counts = m = None
-    if not b.all_co:  # some run needs per-response draws: through the policy's CDF over the K responses
+    if not b.all_co:  # per-response counts (a length model): through the policy's CDF over the K responses
         # pi / pi0 is q / B on incorrect responses and p / A on correct ones
         cdf = torch.addcmul(here["cdf_inc"] * (q * inv_b)[..., None], here["cdf_cor"], (p * inv_a)[..., None])
         cdf[..., -1] = 1.0
-        if has_len or b.big_counts:  # every response's count (and, for the token count, probability)
-            pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
-            counts = sample_counts(pi, u, b.big_counts, b.streams, b.cfgs, cdf=cdf)
-            m = (counts * here["correct"]).sum(-1)
-        else:  # correct draws only: the correctness of each uniform's bin
-            K = cdf.shape[-1]
-            m = torch.take(linear.correct_pad, draw_bins(cdf, u).add_(flat[..., None] * (K + 1))).sum(-1)
+        pi = torch.diff(cdf, dim=-1, prepend=cdf.new_zeros(R, B, 1)).clamp_(min=0.0) if has_len else None
+        counts = sample_counts(pi, u, b.big_counts, b.streams, b.cfgs, cdf=cdf)
+        m = (counts * here["correct"]).sum(-1)
     if b.any_co:  # (their counts, if any, stay 0: no length model, no tokens)
         m = draw_correct(b, p, u, m)
     mu = _baseline_correct(b, m, p) / K_["n_base"]
