@@ -45,6 +45,7 @@ def explore(
     quick: bool = typer.Option(False, "--quick", help="a small grid that finishes in seconds"),
     plan: Optional[Path] = typer.Option(None, help="run this plan JSON (plan.json of an earlier sweep) instead"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples for the n_sat interval"),
+    tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
 ) -> None:
     """Run a simulated isocompute sweep, fit the frontier and n*(C), write frontier.json and figures."""
@@ -71,7 +72,7 @@ def explore(
     out = out or _fresh_out("explore")
     typer.echo(f"{the_plan.summary()}  ->  {out}")
     df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed)
+    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({question})", out_dir=out)
 
 
@@ -81,6 +82,7 @@ def analyze(
     metric: str = typer.Option("avg", help="avg, best, worst or a column name"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
     seed: int = typer.Option(0, help="bootstrap seed"),
+    tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: the input folder, or <table>_analysis)"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
@@ -89,7 +91,7 @@ def analyze(
     df = report.load_records(path)
     if out is None:
         out = path if path.is_dir() else path.with_name(path.stem + "_analysis")
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed)
+    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
 
@@ -136,7 +138,8 @@ def recommend(
     table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)
-    typer.echo(f"predicted n_sat = {r.n_sat:.0f}; simulated sweep in {r.sweep_dir}")
+    sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
+    typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
 
 
 @app.command()

@@ -184,6 +184,12 @@ def _robust_sigmoid(
     return best.x, float(best.cost)
 
 
+def _at_bound(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray, names: Sequence[str]) -> tuple[str, ...]:
+    """Names of the parameters within 1e-6 of the width of their range from a bound."""
+    eps = 1e-6 * (upper - lower)
+    return tuple(nm for nm, v, lo, hi, e in zip(names, theta, lower, upper, eps) if v <= lo + e or v >= hi - e)
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. Saturating fit per n
 # ----------------------------------------------------------------------------------------------
@@ -205,6 +211,8 @@ class FitResult:
     """Points the fit used."""
     flat: bool = False
     """True when the input was degenerate (constant y, fewer than 3 points): R(C) = r0."""
+    at_bound: tuple[str, ...] = ()
+    """Parameters (``r0``, ``a``, ``log_c_mid``, ``b``) that ended on a bound of the fit."""
 
     @property
     def c_mid(self) -> float:
@@ -225,7 +233,7 @@ class FitResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-float parameters (with ``c_mid``) for JSON."""
-        return {**asdict(self), "c_mid": self.c_mid}
+        return {**asdict(self), "at_bound": list(self.at_bound), "c_mid": self.c_mid}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FitResult:
@@ -281,7 +289,8 @@ def fit_saturating(
     theta, cost = _robust_sigmoid(lc, y, lower, upper, unit=LN10, f_scale=scale,
                                   starts=starts, n_polish=n_polish)
     r0, a, lcm, b = (float(v) for v in theta)
-    return FitResult(r0, a, lcm, b, cost / len(x), len(x))
+    return FitResult(r0, a, lcm, b, cost / len(x), len(x),
+                     at_bound=_at_bound(theta, lower, upper, ("r0", "a", "log_c_mid", "b")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,6 +462,8 @@ class NStarFit:
     """Mean robust (Huber) loss per point, in squared octaves."""
     flat: bool = False
     """True when n* was constant over the budgets."""
+    at_bound: tuple[str, ...] = ()
+    """Parameters (``n_low``, ``n_sat``, ``log_c_mid``, ``slope``) that ended on a bound of the fit."""
 
     @property
     def n_sat(self) -> float:
@@ -507,7 +518,8 @@ def fit_n_star(
     theta, cost = _robust_sigmoid(lc, ly, lower, upper, unit=1.0, f_scale=f_scale,
                                   starts=starts, n_polish=n_polish)
     lo, hi, lcm, s = (float(v) for v in theta)
-    return NStarFit(lo, hi, lcm, s, cost / len(lc))
+    return NStarFit(lo, hi, lcm, s, cost / len(lc),
+                    at_bound=_at_bound(theta, lower, upper, ("n_low", "n_sat", "log_c_mid", "slope")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -528,6 +540,143 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+DEFAULT_TOL = 0.005
+"""Tie tolerance of ``analyze``: curves within half a point of the metric (0.005) of the frontier tie."""
+LEARN_Z = 3.0
+"""A budget is learning when some n's seed-mean gain over its own step-0 rows exceeds LEARN_Z
+standard errors (the max over up to a dozen n is then rarely noise: P < ~1.5% per budget)."""
+SAT_MARGIN_OCTAVES = 0.5
+"""An n* fit whose upper level is within this many octaves of the largest n tried is not saturated."""
+
+
+def tie_band(rewards: np.ndarray, n_values: Sequence[int], reward: np.ndarray,
+             tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(smallest, largest) n whose fitted reward is within ``tol`` of the frontier, per budget.
+
+    ``rewards`` is (n x budget) with NaN where an n does not compete; ``reward`` the frontier.
+    Budgets where no n competes give NaN.
+    """
+    ok = np.isfinite(rewards) & (rewards >= np.asarray(reward)[None, :] - tol - 1e-12)
+    nv = np.asarray(n_values, dtype=float)[:, None]
+    any_ok = ok.any(axis=0)
+    lo = np.where(any_ok, np.where(ok, nv, np.inf).min(axis=0), np.nan)
+    hi = np.where(any_ok, np.where(ok, nv, -np.inf).max(axis=0), np.nan)
+    return lo, hi
+
+
+def seed_noise(data: pd.DataFrame, metric: str, x: str = "rollouts",
+               fits: dict[int, FitResult] | None = None) -> tuple[float, str]:
+    """Run-to-run noise of ``metric``: (standard deviation, how it was measured).
+
+    ``"seeds"``: the pooled standard deviation over runs of the same (n, b_p) at the same step
+    (x > 0), where some cell has two or more runs. Otherwise ``"residuals"``: the robust standard
+    deviation (1.4826 x median absolute deviation) of every row around its n's fitted curve
+    (``fits``); ``"none"`` (0.0) when neither is available.
+    """
+    pos = data[data[x] > 0]
+    g = pos.groupby(["n", "b_p", "step"])[metric]
+    cnt, var = g.count(), g.var(ddof=1)
+    ok = cnt >= 2
+    if ok.any():
+        dof = (cnt[ok] - 1).to_numpy(float)
+        return float(math.sqrt(np.sum(dof * var[ok].to_numpy(float)) / dof.sum())), "seeds"
+    if fits:
+        res = np.concatenate([
+            gr[metric].to_numpy(float) - fits[int(n)].predict(gr[x].to_numpy(float))
+            for n, gr in pos.groupby("n") if int(n) in fits] or [np.zeros(0)])
+        if len(res):
+            return float(1.4826 * np.median(np.abs(res - np.median(res)))), "residuals"
+    return 0.0, "none"
+
+
+def learning_budgets(data: pd.DataFrame, metric: str, x: str, budgets: np.ndarray, noise: float,
+                     runs: _Runs) -> tuple[np.ndarray, float | None]:
+    """(learning per budget, base reward); all True and None when the data have no step-0 rows.
+
+    Read on the raw rows, not on the fitted frontier (record-breaking fits sit on the upper tail
+    of the noise): each run's metric is interpolated at every budget it reached and its own
+    step-0 value subtracted; a budget is learning when, for some competing n, the mean of that
+    gain over its runs exceeds ``LEARN_Z`` x ``noise`` x sqrt(2 / runs).
+    """
+    start = data[data[x] == 0]
+    if len(start) == 0:
+        return np.ones(len(budgets), bool), None
+    base = float(start[metric].mean())
+    first = start.groupby("run_id")[metric].mean()
+    learning = np.zeros(len(budgets), bool)
+    for n, ids in runs.groups.items():
+        gains = []
+        for rid, g in data[data["run_id"].astype(str).isin(ids)].groupby("run_id"):
+            if rid not in first.index:
+                continue
+            g = g.sort_values(x)
+            xv, yv = g[x].to_numpy(float), g[metric].to_numpy(float)
+            v = np.interp(budgets, xv, yv) - float(first[rid])
+            v[(budgets > xv.max() * (1 + REACH_RTOL)) | (budgets < runs.step_cost[str(rid)] * (1 - REACH_RTOL))] = np.nan
+            gains.append(v)
+        if not gains:
+            continue
+        gains = np.asarray(gains)
+        k = np.isfinite(gains).sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            mean = np.nanmean(np.where(k > 0, gains, 0.0), axis=0)
+        learning |= (k > 0) & (mean > LEARN_Z * noise * np.sqrt(2.0 / np.maximum(k, 1)))
+    return learning, base
+
+
+def _nstar_summary(nfit: NStarFit | None, boot: list[NStarFit], n_max: float, ci: tuple[float, float],
+                   used: int) -> dict[str, Any]:
+    """The JSON block of one n*(C) fit (``fit`` or ``fit_tol``) with its bootstrap intervals."""
+
+    def interval(vals: list[float]) -> list[float] | None:
+        return [float(v) for v in np.percentile(vals, ci)] if vals else None
+
+    if nfit is None:
+        return {"n_sat": None, "n_sat_ci": None, "n_low": None, "log_c_mid": None, "log_c_mid_ci": None,
+                "slope": None, "slope_ci": None, "loss": None, "flat": None, "saturated": None,
+                "at_bound": [], "budgets_used": used}
+    hi_ci = interval([f.hi for f in boot])
+    return {
+        "n_sat": nfit.n_sat,
+        "n_sat_ci": None if hi_ci is None else [2.0**v for v in hi_ci],
+        "n_low": 2.0**nfit.lo,
+        "log_c_mid": nfit.log_c_mid,
+        "log_c_mid_ci": interval([f.log_c_mid for f in boot]),
+        "slope": nfit.slope,
+        "slope_ci": interval([f.slope for f in boot]),
+        "loss": nfit.loss,
+        "flat": nfit.flat,
+        "saturated": bool(nfit.hi < math.log2(n_max) - SAT_MARGIN_OCTAVES),
+        "at_bound": list(nfit.at_bound),
+        "budgets_used": used,
+    }
+
+
+def _fit_learning(grid: np.ndarray, n_curve: np.ndarray, learning: np.ndarray,
+                  n_bounds: tuple[float, float] | None, **kw: Any) -> NStarFit | None:
+    """``fit_n_star`` on the learning budgets only; None when none is left."""
+    keep = learning & np.isfinite(n_curve)
+    if not keep.any():
+        return None
+    return fit_n_star(grid[keep], n_curve[keep], n_bounds=n_bounds, **kw)
+
+
+def _fit_warnings(name: str, block: dict[str, Any], n_max: float) -> list[str]:
+    out = []
+    if block["n_sat"] is None:
+        return [f"{name}: no budget shows learning beyond the seed noise; no n*(C) fit"]
+    if not block["saturated"]:
+        out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) reaches the largest n tried "
+                   f"({n_max:.0f}): saturation is not seen, n_sat may lie higher")
+    values = {"n_low": block["n_low"], "n_sat": block["n_sat"], "log_c_mid": block["log_c_mid"],
+              "slope": block["slope"]}
+    # n_sat / n_low on a bound = the largest / smallest n tried: said by `saturated` and the band
+    bound = [f"{k} = {values[k]:.2f}" for k in block["at_bound"] if k in ("log_c_mid", "slope")]
+    if bound:
+        out.append(f"{name}: parameter(s) on a bound of the fit ({', '.join(bound)}): not determined by the data")
+    return out
+
+
 def analyze(
     df: pd.DataFrame,
     metric: str = "val_avg",
@@ -541,60 +690,98 @@ def analyze(
     n_budgets: int = 25,
     f_scale: float | None = None,
     ci: tuple[float, float] = (5.0, 95.0),
+    tol: float = DEFAULT_TOL,
 ) -> dict[str, Any]:
-    """Frontier, n*(C) and its sigmoid fit, with bootstrap intervals; a JSON-ready dict.
+    """Frontier, n*(C) and its sigmoid fits, with bootstrap intervals; a JSON-ready dict.
 
-    The bootstrap resamples runs with replacement within each n (``numpy.random.default_rng(seed)``),
-    refits every curve and the n* sigmoid (warm-started from the point estimate), and reports
-    the ``ci`` percentiles of ``n_sat``, ``log_c_mid``, ``slope`` and a per-budget n* band.
-    ``n_boot = 0`` skips it (intervals None); with one run per n there is nothing to resample
-    and the intervals collapse onto the point estimate. Fits are cached per multiset of runs and per n*
-    curve, so the cost grows with the number of distinct resamples, not with ``n_boot``.
-    The keys are documented in ``write_frontier_json``.
+    Ties and noise: per budget, ``n_tol`` is the smallest n whose fitted curve is within ``tol``
+    of the frontier (``n_tie_hi`` the largest); ``fit_tol`` fits n_tol(C) the way ``fit`` fits
+    the argmax n*(C). A budget is *learning* when some n has gained over its own step-0 rows by
+    more than the run-to-run noise allows (``learning_budgets``, ``seed_noise``); other budgets
+    are kept in the lists but left out of both fits. A fit whose upper level reaches the largest n
+    tried (within ``SAT_MARGIN_OCTAVES``) is marked ``saturated: false``.
+
+    The bootstrap resamples runs with replacement within each n (an n with a single run
+    resamples that run's fit points instead), with ``numpy.random.default_rng(seed)``, refits
+    every curve and both n* sigmoids (warm-started from the point estimate), and reports the
+    ``ci`` percentiles. ``fit.n_sat_ci`` spans both fits' intervals (every n in it ties with the
+    frontier in some resample), ``fit.n_sat_ci_argmax`` is the argmax fit's alone; the per-budget
+    band ``n_star_band`` runs from the resampled ``n_tol`` to the resampled ``n_tie_hi``.
+    ``n_boot = 0`` skips it (intervals None). The keys are documented in ``write_frontier_json``.
     """
     if n_boot < 0:
         raise IsosimError(f"n_boot must be >= 0, got {n_boot}")
+    if not (math.isfinite(tol) and tol >= 0):
+        raise IsosimError(f"tol must be a non-negative number, got {tol}")
     data = _prepare(df, metric, x)
     xs = data[x].to_numpy(float)
     grid = _default_budgets(xs, n_budgets) if budgets is None else _check_budgets(budgets, xs)
     runs = _collect_runs(data, metric, x, ("n",), use_record_breaking, bin_width)
     n_values = sorted(runs.groups)
-    n_bounds = (float(min(n_values)), float(max(n_values))) if len(n_values) > 1 else None
+    n_max = float(max(n_values))
+    n_bounds = (float(min(n_values)), n_max) if len(n_values) > 1 else None
 
     # ---- point estimate
-    fits, span, _, n_star, reward = _point_frontier(runs, grid, f_scale)
-    nfit = fit_n_star(grid, n_star, n_bounds=n_bounds)
+    fits, span, rewards, n_star, reward = _point_frontier(runs, grid, f_scale)
+    n_tol, n_tie_hi = tie_band(rewards, n_values, reward, tol)
+    noise, noise_from = seed_noise(data, metric, x, fits)
+    learning, base = learning_budgets(data, metric, x, grid, noise, runs)
+    nfit = _fit_learning(grid, n_star, learning, n_bounds)
+    tfit = _fit_learning(grid, n_tol, learning, n_bounds)
 
-    # ---- bootstrap: resample runs within each n, refit curves, envelope and n* sigmoid
+    # ---- bootstrap: resample runs within each n, refit curves, envelope and both n* sigmoids
     rng = np.random.default_rng(seed)
-    boot_star = np.full((n_boot, len(grid)), np.nan)
+    boot_lo = np.full((n_boot, len(grid)), np.nan)
+    boot_hi = np.full((n_boot, len(grid)), np.nan)
     boot_fit: list[NStarFit] = []
-    nstar_cache: dict[tuple, NStarFit] = {}
+    boot_tol: list[NStarFit] = []
+    nstar_cache: dict[tuple, NStarFit | None] = {}
+
+    def cached_fit(curve: np.ndarray, start_fit: NStarFit | None) -> NStarFit | None:
+        key = tuple(np.nan_to_num(curve, nan=-1.0))
+        if key not in nstar_cache:
+            kw = {"starts": [start_fit.params], "n_polish": 1} if start_fit is not None else {}
+            nstar_cache[key] = _fit_learning(grid, curve, learning, n_bounds, **kw)
+        return nstar_cache[key]
+
     for i in range(n_boot):
         b_fits, b_span = {}, {}
         for n, ids in runs.groups.items():
-            pick = [ids[j] for j in rng.integers(0, len(ids), size=len(ids))]
-            b_fits[n] = runs.fit(n, pick, f_scale, starts=[fits[n].params], n_polish=1)
-            b_span[n] = runs.span(pick)
-        _, boot_star[i], _ = _envelope(b_fits, b_span, grid)
-        key = tuple(np.nan_to_num(boot_star[i], nan=-1.0))
-        if key not in nstar_cache and np.isfinite(boot_star[i]).any():
-            nstar_cache[key] = fit_n_star(grid, boot_star[i], n_bounds=n_bounds,
-                                          starts=[nfit.params], n_polish=1)
-        if key in nstar_cache:
-            boot_fit.append(nstar_cache[key])
+            if len(ids) > 1:
+                pick = [ids[j] for j in rng.integers(0, len(ids), size=len(ids))]
+                b_fits[n] = runs.fit(n, pick, f_scale, starts=[fits[n].params], n_polish=1)
+            else:  # one run: resample its fit points
+                px, py = runs.xy[ids[0]]
+                j = rng.integers(0, len(px), size=len(px))
+                b_fits[n] = fit_saturating(px[j], py[j], f_scale=f_scale, starts=[fits[n].params], n_polish=1)
+            b_span[n] = runs.span(ids)
+        b_rewards, b_star, b_reward = _envelope(b_fits, b_span, grid)
+        boot_lo[i], boot_hi[i] = tie_band(b_rewards, n_values, b_reward, tol)
+        for curve, start_fit, sink in ((b_star, nfit, boot_fit), (boot_lo[i], tfit, boot_tol)):
+            if np.isfinite(curve).any():
+                f = cached_fit(curve, start_fit)
+                if f is not None:
+                    sink.append(f)
 
-    def interval(vals: list[float]) -> list[float] | None:
-        return [float(v) for v in np.percentile(vals, ci)] if vals else None
-
-    hi_ci = interval([f.hi for f in boot_fit])
+    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning.sum()))
+    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning.sum()))
+    fit_block["n_sat_ci_argmax"] = fit_block["n_sat_ci"]
+    cis = [c for c in (fit_block["n_sat_ci"], tol_block["n_sat_ci"]) if c]
+    if cis:
+        fit_block["n_sat_ci"] = [min(c[0] for c in cis), max(c[1] for c in cis)]
     band = None
     if n_boot > 0:
-        log_n = np.log2(boot_star)
         band = {
-            "lo": 2.0 ** np.nanpercentile(log_n, ci[0], axis=0, method="lower"),
-            "hi": 2.0 ** np.nanpercentile(log_n, ci[1], axis=0, method="higher"),
+            "lo": 2.0 ** np.nanpercentile(np.log2(boot_lo), ci[0], axis=0, method="lower"),
+            "hi": 2.0 ** np.nanpercentile(np.log2(boot_hi), ci[1], axis=0, method="higher"),
         }
+    warnings = _fit_warnings("argmax n*(C) fit", fit_block, n_max)
+    warnings += [w for w in _fit_warnings("n_tol(C) fit", tol_block, n_max) if "no budget" not in w]
+    if base is None:
+        warnings.append("no step-0 rows: the base reward is unknown, every budget counted as learning")
+    elif not learning.all():
+        warnings.append(f"{int((~learning).sum())} of {len(grid)} budget(s) show no gain over the base reward "
+                        f"({base:.4f}) beyond the run-to-run noise ({noise:.4f}); left out of the n*(C) fits")
     n_runs = {n: len(ids) for n, ids in runs.groups.items()}
     result = {
         "metric": metric,
@@ -603,17 +790,16 @@ def analyze(
         "n_star": n_star.astype(int),
         "reward": reward,
         "n_star_band": band,
-        "fit": {
-            "n_sat": nfit.n_sat,
-            "n_sat_ci": None if hi_ci is None else [2.0**v for v in hi_ci],
-            "n_low": 2.0**nfit.lo,
-            "log_c_mid": nfit.log_c_mid,
-            "log_c_mid_ci": interval([f.log_c_mid for f in boot_fit]),
-            "slope": nfit.slope,
-            "slope_ci": interval([f.slope for f in boot_fit]),
-            "loss": nfit.loss,
-            "flat": nfit.flat,
-        },
+        "n_tol": n_tol.astype(int),
+        "n_tie_hi": n_tie_hi.astype(int),
+        "tol": tol,
+        "learning": learning,
+        "base_reward": base,
+        "noise": noise,
+        "noise_from": noise_from,
+        "fit": fit_block,
+        "fit_tol": tol_block,
+        "warnings": warnings,
         "per_n": {
             str(n): {**fits[n].to_dict(), "min_rollouts": span[n][0], "max_rollouts": span[n][1],
                      "n_runs": n_runs[n]}
@@ -642,16 +828,34 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
     ``budgets``               list[float], the budget grid C, ascending
     ``n_star``                list[int], compute-optimal n at each budget
     ``reward``                list[float], frontier reward at each budget
-    ``n_star_band``           {``lo``, ``hi``}: lists, bootstrap band of n* per budget, or null
-    ``fit.n_sat``             float, saturation n* = 2 ** (upper level of the n* sigmoid)
-    ``fit.n_sat_ci``          [lo, hi] bootstrap interval of n_sat, or null
+    ``n_star_band``           {``lo``, ``hi``}: lists, bootstrap band per budget from the resampled
+                              n_tol (lo) to the resampled n_tie_hi (hi), or null
+    ``n_tol``                 list[int], smallest n within ``tol`` of the frontier at each budget
+    ``n_tie_hi``              list[int], largest n within ``tol`` of the frontier at each budget
+    ``tol``                   float, the tie tolerance (units of the metric; 0.005 by default)
+    ``learning``              list[bool], some n gained over its step-0 rows beyond the noise
+                              (``learning_budgets``)
+    ``base_reward``           float, mean metric of the step-0 rows, or null (none in the data)
+    ``noise``, ``noise_from``  run-to-run standard deviation and how it was measured
+                              (``seeds``, ``residuals`` or ``none``; see ``seed_noise``)
+    ``fit.n_sat``             float, saturation n* = 2 ** (upper level of the n* sigmoid), fitted on
+                              the learning budgets; null when no budget is learning (so are the
+                              other numbers of ``fit``)
+    ``fit.n_sat_ci``          [lo, hi] bootstrap interval of n_sat widened to ``fit_tol``'s
+                              interval (ties), or null; ``fit.n_sat_ci_argmax``: the argmax fit's alone
+    ``fit.saturated``         bool, false when the upper level reaches the largest n tried (within
+                              half an octave): saturation not seen, n_sat may lie higher
+    ``fit.at_bound``          list[str], parameters (n_low, n_sat, log_c_mid, slope) on a fit bound
+    ``fit.budgets_used``      int, learning budgets the fit used
+    ``fit_tol``               the same block (without n_sat_ci_argmax) for the fit of n_tol(C)
+    ``warnings``              list[str], what a reader must know (not saturated, bounds, no learning)
     ``fit.n_low``             float, n* at small budgets (2 ** lower level)
     ``fit.log_c_mid``         float, log10 of the budget halfway up the n* sigmoid
     ``fit.log_c_mid_ci``      [lo, hi] or null
     ``fit.slope``             float, steepness per decade of compute (0 when n* is constant)
     ``fit.slope_ci``          [lo, hi] or null
     ``fit.loss``, ``fit.flat``  robust loss per point (octaves^2); true when n* is constant
-    ``per_n``                 {str(n): {r0, a, c_mid, log_c_mid, b, loss, n_points, flat,
+    ``per_n``                 {str(n): {r0, a, c_mid, log_c_mid, b, loss, n_points, flat, at_bound,
                               min_rollouts, max_rollouts, n_runs}}: each n's fitted curve and
                               the budgets it competes on (one step's cost to furthest reach)
     ``n_values``              list[int], the n in the data

@@ -105,6 +105,10 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
         c = np.geomspace(lo, max(info["max_rollouts"], lo * 1.0001), 200)
         ax.plot(c, analysis.FitResult.from_dict(info).predict(c), color=color, lw=1.2)
     b, r = np.asarray(result["budgets"]), np.asarray(result["reward"], dtype=float)
+    if result.get("tol"):
+        ax.fill_between(b, r - result["tol"], r, color="black", alpha=0.12, lw=0, zorder=2,
+                        label=f"tie band (within {result['tol']:g})")
+    _shade_not_learning(ax, result)
     ax.plot(b, r, color="black", lw=2.2, zorder=3, label="frontier")
     ax.scatter(b, r, c=np.log2(result["n_star"]), cmap=cmap, norm=norm, s=36,
                edgecolors="black", zorder=4)
@@ -118,7 +122,8 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
 
 
 def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
-    """n*(C) as steps, the fitted sigmoid, the bootstrap band and n_sat, on log-log axes."""
+    """n*(C) as steps, the tie band (n_tol to n_tie_hi), the fitted sigmoid, the bootstrap band and
+    n_sat, on log-log axes; budgets without learning are greyed."""
     b, n_star = np.asarray(result["budgets"]), np.asarray(result["n_star"], dtype=float)
     fit = result["fit"]
     fig, (ax,) = _figure()
@@ -126,10 +131,16 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     if band:
         ax.fill_between(b, band["lo"], band["hi"], step="mid", alpha=0.25, color="C0",
                         label=f"bootstrap {result['ci'][0]:g}-{result['ci'][1]:g}%")
+    if result.get("n_tol") is not None:
+        ax.fill_between(b, result["n_tol"], result["n_tie_hi"], step="mid", alpha=0.25, color="C2",
+                        hatch="//", label=f"tied n (within {result.get('tol', 0):g})")
+        ax.step(b, result["n_tol"], where="mid", color="C2", lw=1.5, label="n_tol(C): smallest tied n")
     ax.step(b, n_star, where="mid", color="C0", lw=2, label="n*(C)")
-    _draw_n_star_fit(ax, b, fit, color="C3")
-    if fit.get("n_sat_ci"):
-        ax.axhspan(*fit["n_sat_ci"], color="C3", alpha=0.1)
+    _shade_not_learning(ax, result)
+    if fit.get("n_sat") is not None:
+        _draw_n_star_fit(ax, b, fit, color="C3")
+        if fit.get("n_sat_ci"):
+            ax.axhspan(*fit["n_sat_ci"], color="C3", alpha=0.1)
     ax.set_xscale("log")
     _log2_n_axis(ax)
     ax.set_xlabel(f"compute C ({result.get('x', 'rollouts')})")
@@ -137,6 +148,23 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     ax.set_title(f"n*(C), {result['metric']}")
     ax.legend(loc="upper left")
     return save(fig, path)
+
+
+def _shade_not_learning(ax: Axes, result: dict[str, Any]) -> None:
+    """Grey spans over the budgets where the frontier is within the seed noise of the base reward."""
+    learning = result.get("learning")
+    if not learning or all(learning):
+        return
+    b = np.asarray(result["budgets"], dtype=float)
+    edges = np.sqrt(b[1:] * b[:-1]) if len(b) > 1 else np.array([])
+    lo_e = np.concatenate([[b[0]], edges])
+    hi_e = np.concatenate([edges, [b[-1]]])
+    first = True
+    for i, ok in enumerate(learning):
+        if not ok:
+            ax.axvspan(lo_e[i], hi_e[i], color="0.6", alpha=0.2, lw=0,
+                       label="no learning beyond noise" if first else None)
+            first = False
 
 
 def _draw_n_star_fit(
@@ -158,7 +186,8 @@ def plot_metric_split(split: dict[str, dict[str, Any]], path: str | Path) -> lis
     for i, (metric, res) in enumerate(split.items()):
         b = np.asarray(res["budgets"])
         ax.step(b, res["n_star"], where="mid", color=f"C{i}", lw=2, label=f"{metric}: n*")
-        _draw_n_star_fit(ax, b, res["fit"], color=f"C{i}", label=f"{metric}: ")
+        if res["fit"].get("n_sat") is not None:
+            _draw_n_star_fit(ax, b, res["fit"], color=f"C{i}", label=f"{metric}: ")
     ax.set_xscale("log")
     _log2_n_axis(ax)
     ax.set_xlabel("compute C (rollouts)")

@@ -50,7 +50,7 @@ class Recommendation:
     kl: bool
     entropy: bool
     recipe: str
-    n_sat: float
+    n_sat: float | None  # None when the simulated sweep shows no learning at any budget
     n_sat_ci: list | None
     metric: str
     predicted: dict  # budgets, n_star, reward of the simulated frontier
@@ -95,6 +95,19 @@ def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:
     top = rewards[best_n]
     n = min(k for k, r in rewards.items() if r >= top - NEAR_TIE)
     return n, best_n, rewards[n] - top
+
+
+def _n_sat_text(result: dict[str, Any]) -> str:
+    fit = result["fit"]
+    if fit["n_sat"] is None:
+        return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
+    txt = f"fitted saturation n_sat = {fit['n_sat']:.0f}"
+    if fit.get("saturated") is False:
+        txt += " (not saturated: the fit reaches the largest n simulated)"
+    tol = result.get("fit_tol") or {}
+    if tol.get("n_sat") is not None:
+        txt += f"; smallest tied n saturates at {tol['n_sat']:.0f}"
+    return txt
 
 
 def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple[int, str]:
@@ -148,7 +161,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     n, best_n, gap = smallest_near_optimal_n(result)
     reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
                      f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
-                     f"which leaves the most steps; fitted saturation n_sat = {result['fit']['n_sat']:.0f}")}
+                     f"which leaves the most steps; " + _n_sat_text(result))}
     if n * min(B_P_CHOICES) > b_max:
         n = max(1, b_max // min(B_P_CHOICES))
         reasons["n"] += f"; capped to {n} so that B_p * n fits the max batch {b_max}"
@@ -167,7 +180,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                         if hard else "easy recipe, KL to base + entropy bonus (without them entropy collapses)"))
     return Recommendation(
         budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=not hard, entropy=not hard, recipe=recipe,
-        n_sat=float(result["fit"]["n_sat"]), n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
+        n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]), n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
         predicted={"budgets": result["budgets"], "n_star": result["n_star"], "reward": result["reward"]},
         reasons=reasons, sweep_dir=str(store),
     )

@@ -55,23 +55,25 @@ def load_records(path: str | Path) -> pd.DataFrame:
 
 
 def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
-                 seed: int = 0, figures: bool = True) -> dict[str, Any]:
+                 seed: int = 0, figures: bool = True, tol: float | None = None) -> dict[str, Any]:
     """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.
 
     The result also holds ``split`` (n* per budget for best@k and worst@k, where those columns
-    exist) and ``figures`` (paths written).
+    exist) and ``figures`` (paths written). ``tol`` is the tie tolerance (default
+    ``analysis.DEFAULT_TOL``, half a point of the metric).
     """
     from isosim import analysis
 
     metric = metric_column(metric)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed)
+    tol = analysis.DEFAULT_TOL if tol is None else tol
+    result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     split_metrics = [m for m in ("val_best", "val_worst") if m in df.columns and df[m].notna().any()]
     split = {}
     if len(split_metrics) == 2 and df["n"].nunique() > 1:
         try:
-            split = analysis.metric_split(df, metrics=tuple(split_metrics))
+            split = analysis.metric_split(df, metrics=tuple(split_metrics), tol=tol)
         except IsosimError:
             split = {}
     result["split"] = {m: {"budgets": r["budgets"], "n_star": r["n_star"], "n_sat": r["fit"]["n_sat"]}
@@ -94,15 +96,36 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
     return result
 
 
-def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, str, str]]:
-    """(budget, n*, reward) rows for a table, thinned to at most ``max_rows``."""
+def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, ...]]:
+    """(budget, n*, tie band, reward, learning) rows for a table, thinned to at most ``max_rows``.
+
+    The tie band is ``n_tol``-``n_tie_hi`` (every n within the tie tolerance of the frontier);
+    learning is ``no`` where the frontier is within the seed noise of the base reward.
+    """
     budgets, n_star, reward = result["budgets"], result["n_star"], result["reward"]
+    lo, hi = result.get("n_tol"), result.get("n_tie_hi")
+    learning = result.get("learning")
     keep = np.unique(np.linspace(0, len(budgets) - 1, min(max_rows, len(budgets))).round().astype(int))
-    return [(f"{budgets[i]:.3g}", str(n_star[i]), f"{reward[i]:.4f}") for i in keep]
+    rows = []
+    for i in keep:
+        band = "" if lo is None else (str(lo[i]) if lo[i] == hi[i] else f"{lo[i]}-{hi[i]}")
+        learn = "" if learning is None else ("yes" if learning[i] else "no")
+        rows.append((f"{budgets[i]:.3g}", str(n_star[i]), band, f"{reward[i]:.4f}", learn))
+    return rows
+
+
+def _fit_line(name: str, fit: dict[str, Any], ci_label: str, ci_note: str = "") -> str:
+    if fit.get("n_sat") is None:
+        return f"{name}: none (no budget shows learning beyond the seed noise)"
+    ci = fit.get("n_sat_ci")
+    ci_txt = f" ({ci_label} {ci[0]:.0f}-{ci[1]:.0f}{ci_note})" if ci else ""
+    sat = "" if fit.get("saturated", True) else ", not saturated: reaches the largest n tried"
+    return (f"{name} = {fit['n_sat']:.0f}{ci_txt}{sat}, log10 C_mid = {fit['log_c_mid']:.2f}, "
+            f"slope = {fit['slope']:.2f}")
 
 
 def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, console=None) -> None:
-    """A rich table of budgets with n* and frontier reward, the fitted n_sat, and where files are."""
+    """A rich table of budgets with n*, the tie band and the frontier reward; both fits, warnings, files."""
     from rich.console import Console
     from rich.table import Table
 
@@ -110,15 +133,21 @@ def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, co
     table = Table(title=title)
     table.add_column("budget (rollouts)", justify="right")
     table.add_column("n*", justify="right")
+    tol = result.get("tol")
+    table.add_column("ties" if tol is None else f"n within {tol:g}", justify="right")
     table.add_column(result["metric"], justify="right")
+    table.add_column("learning", justify="center")
     for row in summary_rows(result):
-        table.add_row(*row)
+        table.add_row(*row, style="dim" if row[-1] == "no" else None)
     console.print(table)
-    fit = result["fit"]
-    ci = fit.get("n_sat_ci")
-    ci_txt = f" (90% interval {ci[0]:.0f}-{ci[1]:.0f})" if ci else ""
-    console.print(f"fitted n_sat = {fit['n_sat']:.0f}{ci_txt}, log10 C_mid = {fit['log_c_mid']:.2f}, "
-                  f"slope = {fit['slope']:.2f}")
+    ci = result.get("ci", [5, 95])
+    console.print(_fit_line("fitted n_sat", result["fit"], f"{ci[1] - ci[0]:g}% interval", ", ties included"),
+                  markup=False, highlight=False)
+    if result.get("fit_tol"):
+        console.print(_fit_line("smallest tied n, n_sat_tol", result["fit_tol"], f"{ci[1] - ci[0]:g}% interval"),
+                      markup=False, highlight=False)
+    for w in result.get("warnings", []):
+        console.print("warning: " + w, markup=False, highlight=False, style="yellow")
     for m, s in result.get("split", {}).items():
         console.print(f"  {m}: n* at the largest budget = {s['n_star'][-1]}")
     console.print(f"results: {Path(out_dir) / 'frontier.json'}")
