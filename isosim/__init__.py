@@ -6,7 +6,9 @@ Three lines from a notebook::
     df = simulate([SimConfig(n=n, budget=2e5, seed=s) for n in (4, 16, 64) for s in range(2)])
     df.groupby("n").val_avg.last()
 
-Importing isosim loads numpy, pandas and torch; never transformers, vLLM or accelerate.
+Importing isosim loads numpy and gymnasium (to register the ``isosim/Bandit-v0`` environment,
+whose code is imported only by ``gymnasium.make``); torch and pandas load when a simulation runs;
+never transformers, vLLM or accelerate.
 """
 
 from isosim.config import SimConfig
@@ -20,6 +22,22 @@ def simulate(*args, **kwargs):
 
     return _simulate(*args, **kwargs)
 
+
+def _register_env() -> None:
+    """Register ``isosim/Bandit-v0`` with gymnasium by name: ``import isosim`` is enough for
+    ``gymnasium.make("isosim/Bandit-v0")``; the environment module loads on first make."""
+    try:
+        import gymnasium
+    except ImportError:  # pragma: no cover - gymnasium is a dependency
+        return
+    from isosim.env_id import ENV_ID
+
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, entry_point="isosim.env:BanditEnv",
+                           vector_entry_point="isosim.env:BanditVectorEnv")
+
+
+_register_env()
 
 __all__ = ["SimConfig", "IsosimError", "get_preset", "simulate"]
 __version__ = "0.1.0"

@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from isosim.config import SimConfig
 from isosim.problems import build
 
-ENV_ID = "isosim/Bandit-v0"
+from isosim.env_id import ENV_ID  # noqa: E402  (one name for the id, shared with isosim/__init__)
 
 
 def _problems(config: SimConfig | None, split: str, overrides: dict):
@@ -107,7 +107,7 @@ class BanditVectorEnv(VectorEnv):
 
 
 def register() -> None:
-    """Register ``isosim/Bandit-v0`` (idempotent; done on import of ``isosim.env``)."""
+    """Register ``isosim/Bandit-v0`` (idempotent; ``import isosim`` registers it by name already)."""
     if ENV_ID not in gym.registry:
         gym.register(id=ENV_ID, entry_point=BanditEnv, vector_entry_point=BanditVectorEnv)
 

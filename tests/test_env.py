@@ -60,3 +60,17 @@ def test_engine_matches_per_rollout_grpo_in_distribution():
 def test_vector_env_rejects_partial_groups():
     with pytest.raises(ValueError, match="multiple of group_size"):
         BanditVectorEnv(10, config=CFG, group_size=3)
+
+
+def test_import_isosim_registers_the_env_without_loading_it():
+    """The README's snippet, in a fresh interpreter: ``import isosim`` is enough for gymnasium.make."""
+    import subprocess
+    import sys
+
+    code = ("import sys, isosim, gymnasium; assert 'isosim.env' not in sys.modules and 'torch' not in sys.modules; "
+            "e = gymnasium.make('isosim/Bandit-v0'); obs, _ = e.reset(seed=0); "
+            "v = gymnasium.make_vec('isosim/Bandit-v0', num_envs=4, vectorization_mode='vector_entry_point'); "
+            "print(type(e.unwrapped).__name__, type(v).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["BanditEnv", "BanditVectorEnv"]
