@@ -138,6 +138,10 @@ def recommend(
     table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)
+    if r.recipe_mismatch:
+        typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
+                   f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
+                   f"{r.advised_recipe} recipe would test something that was not simulated")
     sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
     typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
 
@@ -181,7 +185,8 @@ def validate(
     n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values (default: n_sat/4, n_sat, 4*n_sat)"),
     b_p: Optional[int] = typer.Option(None, "--b-p", min=1, help="problems per batch of every run (default: recommended)"),
     seeds: int = typer.Option(1, min=1, help="runs per n (seeds 0..seeds-1)"),
-    min_steps: int = typer.Option(4, min=1, help="clip n so that every run gets at least this many steps"),
+    min_steps: int = typer.Option(20, min=1, help="clip n (and B_p) so that every run gets at least this many update steps"),
+    b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
@@ -200,6 +205,7 @@ def validate(
     account: Optional[str] = typer.Option(None, help="slurm: account"),
     qos: Optional[str] = typer.Option(None, help="slurm: QOS"),
     accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP/FSDP/DeepSpeed)"),
+    distributed: str = typer.Option("auto", help="slurm: auto (FSDP for models that do not fit plain DDP), ddp or fsdp"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
 ) -> None:
     """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C)."""
@@ -226,21 +232,30 @@ def validate(
     opts = val.SlurmOptions(partition=partition, time_min=time_min, nodes=nodes, gpus_per_node=gpus_per_node,
                             cpus_per_task=cpus_per_task, mem_gb=mem_gb, array_parallelism=array_parallelism,
                             account=account, qos=qos,
-                            accelerate_config=str(accelerate_config) if accelerate_config else None)
+                            accelerate_config=str(accelerate_config) if accelerate_config else None,
+                            distributed=distributed)
     settings = val.base_settings(str(config) if config else None, val.parse_sets(set_))
+    launch_notes: list[str] = []
+    if launcher == "slurm":
+        settings, launch_notes = val.slurm_settings(model, settings, opts)
     out = out or _fresh_out("validate")
     request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
-               "min_steps": min_steps, "settings": settings, "metric": metric_column(metric), "quick": quick}
+               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick}
 
     def build() -> "val.ValidationPlan":
         problems = val.count_train_problems(model, data, settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
-                                problems=problems, metric=metric_column(metric), quick=quick)
-        return val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
-                             out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, request=request)
+                                problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
+        plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
+                             out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, b_max=b_max,
+                             request=request)
+        plan.notes += launch_notes
+        return plan
 
     plan = val.load_or_make_plan(out, request, build)
+    if launcher == "slurm":
+        val.check_slurm_plan(plan, opts)
     val.write_plan(plan)
     for line in val.describe(plan, launcher, opts):
         typer.echo(line)

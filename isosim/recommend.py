@@ -11,9 +11,11 @@ the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
    ``MIN_STEPS`` sequential updates and fits ``b_max`` and the data set.
 3. ``M``: the rest of the budget, ``floor(C / (B_p * n))``.
 4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (square-root scaling from the paper's base).
-5. KL and entropy: on for easy sets (without them entropy collapses), off for hard sets and
-   mixes (with them entropy and length explode). "Hard" = at least half the problems with base
-   pass@1 below 1/16.
+5. KL and entropy: what the prediction was simulated with (``recipe``, with the SimConfig
+   behind it in ``simulated_config``): a prediction only speaks for the recipe it simulated.
+   The paper advises KL + entropy for easy sets and neither for hard sets ("hard" = at least
+   half the problems with base pass@1 below 1/16, measured on the profile, never read from its
+   name); where that advice differs from the simulated recipe, ``recipe_mismatch`` says so.
 
 Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
 rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
@@ -53,12 +55,32 @@ class Recommendation:
     n_sat: float | None  # None when the simulated sweep shows no learning at any budget
     n_sat_ci: list | None
     metric: str
-    predicted: dict  # budgets, n_star, reward of the simulated frontier
+    predicted: dict  # budgets, n_star, reward, n_tol, n_tie_hi, learning of the simulated frontier
     reasons: dict = field(default_factory=dict)
     sweep_dir: str = ""
+    hard_share: float = 0.0
+    """share of problems with base pass@1 < 1/16 in the profile"""
+    advised_recipe: str = ""
+    """the paper's recipe for that share: hard (>= half hard problems) or easy"""
+    recipe_mismatch: bool = False
+    """the simulated recipe (``recipe``) differs from the advised one"""
+    simulated_config: dict = field(default_factory=dict)
+    """the SimConfig fields of the simulated sweep behind the prediction (all runs share them)"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+ADVICE = {"easy": "KL to base + entropy bonus: without them entropy collapses",
+          "hard": "no KL and no entropy bonus: with them entropy and length explode"}
+
+
+def simulated_recipe(config: dict[str, Any]) -> str:
+    """The recipe a simulated config trains with: ``easy`` (KL and entropy bonus on), ``hard``
+    (both off) or ``kl-only`` / ``entropy-only``."""
+    kl, ent = float(config.get("kl", 0.0)) > 0, float(config.get("entropy", 0.0)) > 0
+    return {(True, True): "easy", (False, False): "hard", (True, False): "kl-only", (False, True): "entropy-only"}[
+        (kl, ent)]
 
 
 def cache_dir() -> Path:
@@ -157,7 +179,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                                  b_max=b_max, **overrides)
     store = cache_dir() / plan.plan_id
     df = sweep.run_sweep(plan, store, progress=progress)
-    result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0)
+    result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0, tol=NEAR_TIE)
     n, best_n, gap = smallest_near_optimal_n(result)
     reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
                      f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
@@ -173,14 +195,21 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     lr = BASE_LR * math.sqrt(b_p * n / B_REF)
     reasons["lr"] = f"square-root scaling: 1e-6 * sqrt({b_p * n} / 1024) (linear was unstable at B = 8192)"
     share = hard_share(settings.get("profile", name))
-    hard = share >= 0.5 or (":" in name and "hard" in name)
-    recipe = "hard" if hard else "easy"
-    reasons["kl"] = (f"{share:.0%} of problems have base pass@1 < 1/16: "
-                     + ("hard recipe, no KL and no entropy bonus (they make entropy and length explode)"
-                        if hard else "easy recipe, KL to base + entropy bonus (without them entropy collapses)"))
+    simulated = {k: v for k, v in plan.base.items()}
+    kl, entropy = float(simulated.get("kl", 0.0)), float(simulated.get("entropy", 0.0))
+    recipe = simulated_recipe(simulated)
+    advised = "hard" if share >= 0.5 else "easy"
+    mismatch = recipe != advised
+    reasons["kl"] = (f"the prediction was simulated with KL {kl:g} and entropy bonus {entropy:g} (the {recipe} "
+                     f"recipe), so it speaks for that recipe; {share:.0%} of problems have base pass@1 < 1/16, "
+                     f"for which the paper advises the {advised} recipe"
+                     + (" (" + ADVICE[advised] + ")" if not mismatch else "")
+                     + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else ""))
     return Recommendation(
-        budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=not hard, entropy=not hard, recipe=recipe,
-        n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]), n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
-        predicted={"budgets": result["budgets"], "n_star": result["n_star"], "reward": result["reward"]},
-        reasons=reasons, sweep_dir=str(store),
+        budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
+        n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]),
+        n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
+        predicted={k: result[k] for k in ("budgets", "n_star", "reward", "n_tol", "n_tie_hi", "learning")},
+        reasons=reasons, sweep_dir=str(store), hard_share=share, advised_recipe=advised, recipe_mismatch=mismatch,
+        simulated_config=simulated,
     )

@@ -52,17 +52,43 @@ Log = Callable[[str], None]
 # --------------------------------------------------------------------------------------------
 # 1. prediction
 # --------------------------------------------------------------------------------------------
+B_MAX_EASY, B_MAX_HARD = 65536, 16384
+"""The paper's largest rollout batch B_p * n for easy and hard sets (PAPER.md)."""
+MIN_STEPS = 20
+"""Default smallest number of update steps of a planned run."""
+B_P_FLOOR = 8
+"""The plan halves B_p to fit the largest n, but not below this."""
+
+
+def default_b_max(preset: str | None = None, profile: str | None = None) -> int:
+    """The paper's B_max for the set: 16,384 when at least half its problems are hard (base
+    pass@1 < 1/16, measured on the profile), else 65,536."""
+    from isosim.recommend import hard_share
+
+    return B_MAX_HARD if hard_share(profile or preset or "easy") >= 0.5 else B_MAX_EASY
+
+
 def predict(budget: float, *, preset: str | None = None, profile: str | None = None, problems: int | None = None,
-            metric: str = "val_avg", quick: bool = False, b_max: int = 65536) -> dict[str, Any]:
-    """The simulator's answer for this budget (``isosim.recommend``), as a JSON-ready dict."""
+            metric: str = "val_avg", quick: bool = False, b_max: int | None = None) -> dict[str, Any]:
+    """The simulator's answer for this budget (``isosim.recommend``), as a JSON-ready dict.
+
+    ``recipe`` is the recipe the prediction was simulated with (``simulated_config`` holds its
+    SimConfig fields): the recipe the runs are launched with. ``advised_recipe`` is the paper's
+    advice for the measured share of hard problems; ``recipe_mismatch`` flags a difference.
+    """
     from isosim.recommend import recommend
 
+    b_max = int(b_max or default_b_max(preset, profile))
     r = recommend(budget, preset=preset, profile=profile, b_max=b_max, problems=problems, metric=metric,
                   quick=quick)
     return {
         "source": f"profile {profile}" if profile else f"preset {preset or 'easy'}",
         "budget": float(budget), "n_star": int(r.predicted["n_star"][-1]), "n_recommended": int(r.n),
-        "n_sat": float(r.n_sat), "n_sat_ci": r.n_sat_ci, "b_p": int(r.b_p), "m": int(r.m), "recipe": r.recipe,
+        "n_sat": None if r.n_sat is None else float(r.n_sat), "n_sat_ci": r.n_sat_ci,
+        "n_tol": int(r.predicted["n_tol"][-1]), "n_tie_hi": int(r.predicted["n_tie_hi"][-1]),
+        "learning": bool(r.predicted["learning"][-1]), "b_p": int(r.b_p), "m": int(r.m), "recipe": r.recipe,
+        "advised_recipe": r.advised_recipe, "recipe_mismatch": r.recipe_mismatch, "hard_share": r.hard_share,
+        "simulated_config": r.simulated_config, "b_max": b_max,
         "lr": float(r.lr), "metric": metric, "quick": quick, "sweep_dir": r.sweep_dir,
         "curve": {"budgets": [float(b) for b in r.predicted["budgets"]],
                   "n_star": [int(n) for n in r.predicted["n_star"]]},
@@ -78,30 +104,44 @@ def pow2(x: float) -> int:
     return int(2 ** max(0, round(math.log2(max(x, 1.0)))))
 
 
-def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: int = 4,
-            n_min: int = 2) -> tuple[list[int], list[str]]:
+def n_max_for(budget: int, b_p: int, *, min_steps: int, b_max: int | None = None, n_min: int = 2) -> int | None:
+    """The largest power of two ``n >= n_min`` with ``budget // (b_p * n) >= min_steps`` and
+    ``b_p * n <= b_max``; None when not even ``n_min`` fits."""
+    def fits(n: int) -> bool:
+        return budget // (b_p * n) >= min_steps and (b_max is None or b_p * n <= b_max)
+
+    if not fits(n_min):
+        return None
+    n = n_min
+    while fits(n * 2):
+        n *= 2
+    return n
+
+
+def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: int = MIN_STEPS,
+            n_min: int = 2, b_max: int | None = None) -> tuple[list[int], list[str]]:
     """Three group sizes around ``n_sat`` (``n_sat/factor``, ``n_sat``, ``factor*n_sat``, powers of two).
 
     Each is clipped to ``[n_min, n_max]``, where ``n_max`` is the largest power of two that still
-    leaves ``min_steps`` updates (``budget // (b_p * n) >= min_steps``). Values that clipping
-    merges are replaced by the nearest unused powers of two inside the range, so the plan keeps
-    three distinct n where the range allows. Returns the sorted n and notes on what was clipped.
+    leaves ``min_steps`` updates (``budget // (b_p * n) >= min_steps``) and keeps the batch
+    ``b_p * n`` within ``b_max``. Values that clipping merges are replaced by the nearest unused
+    powers of two inside the range, so the plan keeps three distinct n where the range allows.
+    Returns the sorted n and notes on what was clipped.
     """
-    if budget // (b_p * n_min) < min_steps:
-        raise IsosimError(f"budget {budget} is too small for B_p = {b_p}: even n = {n_min} gets fewer than "
-                          f"{min_steps} steps ({budget} // ({b_p} x {n_min}) = {budget // (b_p * n_min)}); "
-                          "raise --budget, or lower --b-p or --min-steps")
-    n_max = n_min
-    while budget // (b_p * n_max * 2) >= min_steps:
-        n_max *= 2
+    n_max = n_max_for(budget, b_p, min_steps=min_steps, b_max=b_max, n_min=n_min)
+    if n_max is None:
+        cap = "" if b_max is None else f" within B_max = {b_max}"
+        raise IsosimError(f"budget {budget} is too small to test anything at B_p = {b_p}: even n = {n_min} gets "
+                          f"fewer than {min_steps} steps{cap} ({budget} // ({b_p} x {n_min}) = "
+                          f"{budget // (b_p * n_min)}); raise --budget, or lower --b-p or --min-steps")
     centre = pow2(n_sat)
     wanted = [max(1, centre // factor), centre, centre * factor]
     notes, ns = [], []
     for label, n in zip((f"n_sat/{factor}", "n_sat", f"{factor}*n_sat"), wanted):
         c = min(max(n, n_min), n_max)
         if c != n:
-            why = (f"so each run gets >= {min_steps} steps at B_p = {b_p}" if c < n
-                   else f"(n = 1 gives no GRPO signal)")
+            why = (f"so each run gets >= {min_steps} steps and B_p * n <= B_max at B_p = {b_p}" if c < n
+                   else "(n = 1 gives no GRPO signal)")
             notes.append(f"{label} = {n} clipped to {c} {why}")
         if c not in ns:
             ns.append(c)
@@ -111,7 +151,27 @@ def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: 
         add = min(free, key=lambda c: min(abs(math.log2(c) - math.log2(x)) for x in ns))
         notes.append(f"added n = {add} (clipping left fewer than three distinct n)")
         ns.append(add)
+    if max(ns) <= pow2(n_sat):
+        notes.append(f"no planned n lies above the predicted saturation ({pow2(n_sat)}): the plan cannot see "
+                     "saturation; raise --budget or --b-max, or lower --min-steps")
     return sorted(ns), notes
+
+
+def plan_b_p(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: int = MIN_STEPS,
+             b_max: int | None = None, floor: int = B_P_FLOOR) -> tuple[int, list[str]]:
+    """Halve the recommended ``b_p`` (not below ``floor``) until ``factor * n_sat`` fits both the
+    step minimum and ``b_max``; returns the B_p and a note when it changed."""
+    top = pow2(n_sat) * factor
+    chosen = b_p
+    while chosen > floor:
+        n_max = n_max_for(budget, chosen, min_steps=min_steps, b_max=b_max)
+        if n_max is not None and n_max >= top:
+            break
+        chosen = max(floor, chosen // 2)
+    if chosen == b_p:
+        return b_p, []
+    return chosen, [f"B_p lowered from the recommended {b_p} to {chosen} so that n up to {top} keeps "
+                    f">= {min_steps} steps and B_p * n <= B_max = {b_max}"]
 
 
 @dataclass
@@ -139,6 +199,8 @@ class ValidationPlan:
     notes: list[str]
     runs: list[RunSpec]
     out: str
+    b_max: int | None = None
+    min_steps: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,28 +246,77 @@ def count_train_problems(model: str, data: str, settings: dict[str, Any]) -> int
     return len(load_data(cfg)[0])
 
 
+def launched_recipe(predicted: dict[str, Any]) -> dict[str, Any]:
+    """RunConfig settings that reproduce the recipe the prediction was simulated with."""
+    from llm_runs.config import RECIPES
+
+    recipe = predicted.get("recipe", "easy")
+    if recipe in RECIPES:
+        return {"recipe": recipe}
+    if recipe == "kl-only":
+        return {"recipe": "easy", "entropy_coef": 0.0}
+    if recipe == "entropy-only":
+        return {"recipe": "hard", "entropy_coef": RECIPES["easy"]["entropy_coef"]}
+    raise IsosimError(f"unknown simulated recipe {recipe!r}")
+
+
+def recipe_of(cfg: RunConfig) -> str:
+    """``easy`` / ``hard`` / ``kl-only`` / ``entropy-only`` by which of KL and entropy bonus are on."""
+    kl, ent = (cfg.kl_coef or 0) > 0, (cfg.entropy_coef or 0) > 0
+    return {(True, True): "easy", (False, False): "hard", (True, False): "kl-only", (False, True): "entropy-only"}[
+        (kl, ent)]
+
+
 def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], settings: dict[str, Any], out: str,
-              b_p: int | None = None, n_list: list[int] | None = None, seeds: int = 1, min_steps: int = 4,
-              request: dict[str, Any] | None = None) -> ValidationPlan:
-    """Turn a prediction into runs: n around n_sat (or ``n_list``), one B_p, full run configs."""
+              b_p: int | None = None, n_list: list[int] | None = None, seeds: int = 1, min_steps: int = MIN_STEPS,
+              b_max: int | None = None, request: dict[str, Any] | None = None) -> ValidationPlan:
+    """Turn a prediction into runs: n around n_sat (or ``n_list``), one B_p, full run configs.
+
+    Every run gets at least ``min_steps`` updates and a batch ``B_p * n`` within ``b_max``
+    (default: the prediction's, the paper's B_max for the set). Without ``b_p`` the recommended
+    B_p is halved as needed (``plan_b_p``). The runs train with the recipe the prediction was
+    simulated with unless the settings say otherwise; a difference is flagged in the notes.
+    """
     if seeds < 1:
         raise IsosimError("seeds must be >= 1")
     if min_steps < 1:
         raise IsosimError("min_steps must be >= 1")
+    b_max = int(b_max or predicted.get("b_max") or B_MAX_EASY)
+    if b_max < 2:
+        raise IsosimError(f"B_max must be >= 2, got {b_max}")
+    notes: list[str] = []
+    centre = predicted.get("n_sat")
+    if centre is None:
+        centre = predicted.get("n_tol") or predicted["n_star"]
+        notes.append(f"the simulation shows no learning beyond noise at this budget: no n_sat, the plan centres "
+                     f"on the simulated n* = {centre}; the runs will likely not rank the allocations "
+                     "(the budget is probably too small to test the prediction)")
+    given_b_p = b_p is not None
     b_p = int(b_p or predicted["b_p"])
     if b_p < 1:
         raise IsosimError(f"B_p must be >= 1, got {b_p}")
     if n_list:
-        ns, notes = sorted(set(int(n) for n in n_list)), ["n given by --n"]
+        ns, notes = sorted(set(int(n) for n in n_list)), notes + ["n given by --n"]
         for n in ns:
             if n < 2:
                 raise IsosimError(f"--n {n}: GRPO needs n >= 2 (a group of one has zero advantage)")
             if budget // (b_p * n) < 1:
                 raise IsosimError(f"--n {n}: budget {budget} is below one step at B_p = {b_p} ({b_p * n} rollouts)")
+            if budget // (b_p * n) < min_steps:
+                raise IsosimError(f"--n {n}: budget {budget} gives {budget // (b_p * n)} steps at B_p = {b_p}, "
+                                  f"fewer than --min-steps {min_steps}")
+            if b_p * n > b_max:
+                raise IsosimError(f"--n {n}: B_p * n = {b_p * n} exceeds B_max = {b_max} (--b-max)")
     else:
-        ns, notes = plan_ns(predicted["n_sat"], budget, b_p, min_steps=min_steps)
+        if not given_b_p:
+            b_p, more = plan_b_p(centre, budget, b_p, min_steps=min_steps, b_max=b_max)
+            notes += more
+        ns, more = plan_ns(centre, budget, b_p, min_steps=min_steps, b_max=b_max)
+        notes += more
     settings = dict(settings)
-    settings.setdefault("recipe", predicted.get("recipe", "easy"))
+    user_recipe = {k: settings[k] for k in ("recipe", "kl_coef", "entropy_coef") if k in settings}
+    if not user_recipe:
+        settings.update(launched_recipe(predicted))
     runs = []
     for n in ns:
         for seed in range(seeds):
@@ -216,8 +327,18 @@ def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], 
                                       source=f"run {name}")
             runs.append(RunSpec(name=name, n=n, b_p=b_p, seed=seed, steps=cfg.total_steps, lr=float(cfg.lr),
                                 dir=run_dir, config=cfg.to_dict()))
+    launched = recipe_of(RunConfig.from_dict(runs[0].config, source="plan")) if runs else None
+    simulated = predicted.get("recipe")
+    if simulated and launched != simulated:
+        notes.append(f"RECIPE MISMATCH: the prediction was simulated with the {simulated} recipe but the runs "
+                     f"train with the {launched} recipe ({user_recipe}): the verdict tests a recipe that was not "
+                     "simulated")
+    if predicted.get("recipe_mismatch"):
+        notes.append(f"the paper advises the {predicted.get('advised_recipe')} recipe for this set "
+                     f"({predicted.get('hard_share', 0):.0%} hard problems); the prediction (and so the runs) "
+                     f"use the simulated {simulated} recipe")
     return ValidationPlan(request=request or {}, predicted=predicted, ns=ns, b_p=b_p, notes=notes, runs=runs,
-                          out=str(out))
+                          out=str(out), b_max=b_max, min_steps=min_steps)
 
 
 def write_plan(plan: ValidationPlan) -> Path:
@@ -245,6 +366,11 @@ def load_or_make_plan(out: str | Path, request: dict[str, Any], build: Callable[
                               "rerun it as it was, or use another --out")
         return saved
     return build()
+
+
+def _num(v: float | None, spec: str) -> str:
+    """A number formatted with ``spec``, or ``none`` (e.g. no fitted n_sat)."""
+    return "none" if v is None else format(v, spec)
 
 
 def _write_json(path: Path, obj: Any) -> Path:
@@ -336,11 +462,15 @@ class SlurmOptions:
     qos: str | None = None
     accelerate_config: str | None = None
     main_process_port: int = 29500
+    distributed: str = "auto"
+    """auto (FSDP for models that do not fit plain DDP, see ``distributed_kind``), ddp or fsdp"""
 
     def __post_init__(self) -> None:
         for name in ("time_min", "nodes", "gpus_per_node", "cpus_per_task", "array_parallelism"):
             if getattr(self, name) < 1:
                 raise IsosimError(f"slurm {name.replace('_', '-')} must be >= 1")
+        if self.distributed not in ("auto", "ddp", "fsdp"):
+            raise IsosimError(f"--distributed must be auto, ddp or fsdp (got {self.distributed!r})")
         if self.accelerate_config and not Path(self.accelerate_config).is_file():
             raise IsosimError(f"{self.accelerate_config}: no such accelerate config file")
 
@@ -363,23 +493,111 @@ def executor_parameters(opts: SlurmOptions, name: str = "isosim-validate") -> di
     return params
 
 
-def accelerate_command(run: RunSpec, opts: SlurmOptions) -> list[str]:
-    """``accelerate launch ... -m llm_runs.train --config <run>/config.json`` (templated for several nodes).
+FSDP_CONFIG = ROOT / "configs" / "accelerate_fsdp_8gpu.yaml"
+DDP_MAX_PARAMS = 3e9
+"""Plain DDP keeps a full copy of weights, gradients and AdamW state on every GPU (~16 bytes per
+parameter in bf16 + fp32 Adam): models above ~3B parameters do not fit an 80 GB GPU that way."""
+SIGNAL_OPTIONS = ("checkpoint_on_signal", "save_on_signal")
+"""RunConfig settings (the first the trainer has) that save a checkpoint when SLURM signals a job."""
 
-    With several nodes, ``{machine_rank}`` and ``{main_process_ip}`` are filled in on each node
-    from SLURM's environment when the job starts (see :class:`TrainJob`).
+
+def model_params(model: str) -> float | None:
+    """Parameter count of a model: from a local ``config.json`` (an estimate from its shapes) or
+    from a size in its name (``Qwen2.5-7B-Instruct``: 7e9, ``SmolLM2-135M``: 1.35e8); None if unknown."""
+    import re
+
+    cfg_file = Path(model) / "config.json"
+    if cfg_file.is_file():
+        try:
+            c = json.loads(cfg_file.read_text(encoding="utf-8"))
+            h, layers, vocab = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c["vocab_size"])
+            inter = int(c.get("intermediate_size", 4 * h))
+            embed = vocab * h * (1 if c.get("tie_word_embeddings", False) else 2)
+            return float(embed + layers * (4 * h * h + 3 * h * inter))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    name = Path(model).name if not model.startswith("hf:") else model[3:]
+    found = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([bBmM])(?![A-Za-z0-9])", name)
+    if not found:
+        return None
+    value, unit = found[-1]
+    return float(value) * (1e9 if unit in "bB" else 1e6)
+
+
+def distributed_kind(model: str, opts: SlurmOptions) -> tuple[str, str]:
+    """(``config``/``single``/``ddp``/``fsdp``, why) for a run of ``model`` under ``opts``."""
+    if opts.accelerate_config:
+        return "config", f"--accelerate-config {opts.accelerate_config}"
+    if opts.nodes * opts.gpus_per_node == 1:
+        return "single", "one process"
+    if opts.distributed != "auto":
+        return opts.distributed, f"--distributed {opts.distributed}"
+    params = model_params(model)
+    if params is None:
+        return "fsdp", "model size unknown: FSDP (works for any size)"
+    if params > DDP_MAX_PARAMS:
+        return "fsdp", f"~{params / 1e9:.1f}B parameters do not fit plain DDP with AdamW (> {DDP_MAX_PARAMS / 1e9:g}B)"
+    return "ddp", f"~{params / 1e9:.2f}B parameters fit plain DDP"
+
+
+def accelerate_command(run: RunSpec, opts: SlurmOptions) -> list[str]:
+    """``python -m accelerate.commands.launch ... -m llm_runs.train --config <run>/config.json``.
+
+    ``accelerate`` comes from the running interpreter (not from PATH). Plain DDP (``--multi_gpu``)
+    for models that fit it, FSDP (``configs/accelerate_fsdp_8gpu.yaml``) otherwise; a given
+    ``--accelerate-config`` wins. With several nodes, ``{machine_rank}`` and ``{main_process_ip}``
+    are filled in on each node from SLURM's environment when the job starts (see :class:`TrainJob`).
     """
-    cmd = ["accelerate", "launch"]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch"]
+    kind, _ = distributed_kind(str(run.config.get("model", "")), opts)
     if opts.accelerate_config:
         cmd += ["--config_file", str(opts.accelerate_config)]
+    elif kind == "fsdp":
+        cmd += ["--config_file", str(FSDP_CONFIG)]
     procs = opts.nodes * opts.gpus_per_node
     cmd += ["--num_processes", str(procs), "--num_machines", str(opts.nodes)]
-    if procs > 1 and not opts.accelerate_config:
+    if kind == "ddp":
         cmd += ["--multi_gpu"]
     if opts.nodes > 1:
         cmd += ["--machine_rank", "{machine_rank}", "--main_process_ip", "{main_process_ip}",
                 "--main_process_port", str(opts.main_process_port)]
     return cmd + ["-m", "llm_runs.train", "--config", str(Path(run.config_path).resolve())]
+
+
+def slurm_settings(model: str, settings: dict[str, Any], opts: SlurmOptions) -> tuple[dict[str, Any], list[str]]:
+    """Run settings a SLURM plan needs: the vLLM sampler under FSDP (the hf sampler needs the whole
+    model on every process) unless one was chosen, and checkpoint-on-signal where the trainer has it."""
+    from dataclasses import fields
+
+    settings, notes = dict(settings), []
+    kind, why = distributed_kind(model, opts)
+    notes.append(f"distributed: {kind} ({why})")
+    if kind == "fsdp" and "sampler" not in settings:
+        settings["sampler"] = "vllm"
+        notes.append("sampler: vllm (FSDP shards the model; the hf sampler needs it whole on every process)")
+    have = {f.name for f in fields(RunConfig)}
+    option = next((o for o in SIGNAL_OPTIONS if o in have), None)
+    if option and option not in settings:
+        settings[option] = True
+        notes.append(f"{option}: on (a preempted job saves a checkpoint when SLURM signals it)")
+    elif option is None:
+        notes.append("the trainer has no checkpoint-on-signal option: a preempted job loses up to save_every "
+                     "steps (lower --set save_every=... on preemptible partitions)")
+    return settings, notes
+
+
+def check_slurm_plan(plan: ValidationPlan, opts: SlurmOptions) -> None:
+    """Refuse, before anything is queued, what a job would fail on when it starts."""
+    procs = opts.nodes * opts.gpus_per_node
+    for run in plan.runs:
+        if run.b_p % procs:
+            raise IsosimError(f"run {run.name}: B_p = {run.b_p} is not a multiple of the {procs} processes "
+                              f"({opts.nodes} node(s) x {opts.gpus_per_node} GPUs): each process samples whole "
+                              "problem groups; use --b-p, --nodes or --gpus-per-node so that it divides")
+        kind, _ = distributed_kind(str(run.config.get("model", "")), opts)
+        if kind == "fsdp" and run.config.get("sampler") == "hf":
+            raise IsosimError(f"run {run.name}: the hf sampler cannot run under FSDP; use --set sampler=vllm, "
+                              "or --distributed ddp for a model that fits")
 
 
 def slurm_job_specs(plan: ValidationPlan, opts: SlurmOptions) -> dict[str, Any]:
@@ -419,6 +637,7 @@ def submit_slurm(plan: ValidationPlan, opts: SlurmOptions, wait: bool = True, lo
         import submitit
     except ImportError:
         raise IsosimError("--launcher slurm needs submitit (pip install 'isosim[slurm]')") from None
+    check_slurm_plan(plan, opts)
     spec = slurm_job_specs(plan, opts)
     for name in spec["skipped"]:
         log(f"{name}: finished earlier, not resubmitted")
@@ -487,15 +706,11 @@ def _final_rows(plan: ValidationPlan) -> Any:
     return pd.concat(frames, ignore_index=True)
 
 
-def eval_se(r: float, val_size: float, eval_n: float) -> float:
-    """Sampling error of a validation avg@k measured with N samples on V problems."""
-    r = min(max(float(r), 0.0), 1.0)
-    return math.sqrt(max(r * (1 - r), 1e-4) / max(val_size * eval_n, 1.0))
-
-
 def verdict(plan: ValidationPlan, df: Any, metric: str = "val_avg",
             frontier_n_star: int | None = None) -> dict[str, Any]:
-    """Compare the runs' final rewards with the prediction; every number the sentence quotes."""
+    """The runs' final rewards per n, the verdict (``isosim.verdict.decide``) and the sentence."""
+    from isosim.verdict import Observed, Prediction, decide, eval_se
+
     pred = plan.predicted
     last = df.sort_values("step").groupby("run_id").tail(1)
     base = df[df["step"] == 0]
@@ -511,55 +726,26 @@ def verdict(plan: ValidationPlan, df: Any, metric: str = "val_avg",
                          "rollouts": float(g["rollouts"].max()), "val_best": float(g["val_best"].mean()),
                          "val_worst": float(g["val_worst"].mean()),
                          "train_reward": float(g["train_reward"].astype(float).mean())}
-    ns = sorted(per_n)
-    best = max(ns, key=lambda n: per_n[n]["reward"])
-
-    def tol(a: int, b: int) -> float:
-        return 2.0 * math.sqrt(per_n[a]["se"] ** 2 + per_n[b]["se"] ** 2)
-
-    tied = [n for n in ns if per_n[best]["reward"] - per_n[n]["reward"] <= tol(best, n)]
     n_pred = int(pred["n_star"])
-    nearest = min(ns, key=lambda n: (abs(math.log2(n) - math.log2(max(n_pred, 1))), n))
-    learned = any(per_n[n]["reward"] - base_r > 2 * per_n[n]["se"] for n in ns) if math.isfinite(base_r) else True
-    n_top = ns[-1]
-    if best != n_top and per_n[best]["reward"] - per_n[n_top]["reward"] > tol(best, n_top):
-        saturation = "seen"
-        sat_txt = (f"yes: n = {n_top} ends below n = {best} ({per_n[n_top]['reward']:.3f} vs "
-                   f"{per_n[best]['reward']:.3f}, beyond the tolerance {tol(best, n_top):.3f})")
-    elif best == n_top and len(tied) == 1:
-        saturation = "not seen"
-        sat_txt = f"no: the largest n tried ({n_top}) is best beyond noise; n* may lie higher"
-    else:
-        saturation = "unresolved"
-        sat_txt = (f"unresolved: n = {n_top} is within noise of the best (n = {best}); "
-                   f"{per_n[n_top]['reward']:.3f} vs {per_n[best]['reward']:.3f}, tolerance {tol(best, n_top):.3f}")
-    if not learned:
-        agreement = "inconclusive"
-        why = (f"no run improved validation {metric} over the base model ({base_r:.3f}) by more than twice its "
-               "sampling error: the budget is too small to rank the allocations")
-    elif nearest in tied and len(tied) == 1:
-        agreement = "agrees"
-        why = f"the n nearest the prediction (n = {nearest}) is the best run, beyond noise"
-    elif nearest in tied:
-        agreement = "consistent, unresolved"
-        why = (f"the n nearest the prediction (n = {nearest}) is within noise of the best run (n = {best}); "
-               f"tied: n in {tied}")
-    else:
-        agreement = "disagrees"
-        why = (f"the best run (n = {best}, {per_n[best]['reward']:.3f}) beats the n nearest the prediction "
-               f"(n = {nearest}, {per_n[nearest]['reward']:.3f}) by more than the tolerance {tol(best, nearest):.3f}")
-    one_seed = all(v["seeds"] == 1 for v in per_n.values())
+    prediction = Prediction(n_star=n_pred, n_tol=pred.get("n_tol"), n_tie_hi=pred.get("n_tie_hi"),
+                            n_sat=pred.get("n_sat"))
+    v = decide(prediction, {n: Observed(d["reward"], d["se"]) for n, d in per_n.items()},
+               base_r if math.isfinite(base_r) else None)
+    ns = sorted(per_n)
+    one_seed = all(d["seeds"] == 1 for d in per_n.values())
+    n_sat_txt = "none" if pred.get("n_sat") is None else f"{pred['n_sat']:.0f}"
     sentence = (f"At C = {plan.runs[0].config['budget']} rollouts (B_p = {plan.b_p}), the simulator "
-                f"({pred['source']}) predicted n*(C) = {n_pred} (n_sat = {pred['n_sat']:.0f}); the real runs at "
+                f"({pred['source']}) predicted n*(C) = {n_pred} (n_sat = {n_sat_txt}); the real runs at "
                 f"n = {ns} reached validation {metric} " + ", ".join(f"{per_n[n]['reward']:.3f}" for n in ns)
-                + f" (base {base_r:.3f}), best n = {best}"
+                + f" (base {base_r:.3f}), best n = {v.best_n}"
                 + (f", frontier-fit n*(C) = {frontier_n_star}" if frontier_n_star is not None else "")
-                + f". Verdict: {agreement} ({why}).")
-    return {"metric": metric, "base_reward": base_r, "per_n": {str(k): v for k, v in per_n.items()},
-            "predicted_n_star": n_pred, "predicted_n_sat": pred["n_sat"], "nearest_planned_n": nearest,
-            "observed_best_n": best, "tied_with_best": tied, "observed_frontier_n_star": frontier_n_star,
-            "saturation": saturation, "saturation_detail": sat_txt, "learned": learned, "agreement": agreement,
-            "reason": why, "one_seed": one_seed, "sentence": sentence}
+                + f". Verdict: {v.agreement} ({v.reason}).")
+    return {"metric": metric, "base_reward": base_r, "per_n": {str(k): d for k, d in per_n.items()},
+            "predicted_n_star": n_pred, "predicted_n_sat": pred.get("n_sat"), "predicted_set": v.predicted_set,
+            "nearest_planned_n": v.nearest_n, "observed_best_n": v.best_n, "tied_with_best": v.tied,
+            "observed_frontier_n_star": frontier_n_star, "saturation": v.saturation,
+            "saturation_detail": v.saturation_detail, "learned": v.testable, "agreement": v.agreement,
+            "reason": v.reason, "one_seed": one_seed, "sentence": sentence}
 
 
 def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: Log = print) -> dict[str, Any]:
@@ -634,8 +820,9 @@ def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[s
     curve = plan.predicted["curve"]
     ax.step(curve["budgets"], curve["n_star"], "o-", where="post", color="#4c72b0", ms=3,
             label=f"predicted n*(C) (simulator, {plan.predicted['source']})")
-    ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":",
-               label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
+    if plan.predicted.get("n_sat") is not None:
+        ax.axhline(plan.predicted["n_sat"], color="#4c72b0", ls=":",
+                   label=f"predicted n_sat = {plan.predicted['n_sat']:.0f}")
     if frontier is not None:
         ax.step(frontier["budgets"], frontier["n_star"], "s-", where="post", color="#c44e52", ms=5,
                 label="observed n*(C) (frontier fit of the real runs)")
@@ -685,7 +872,7 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
         "", "## Prediction", "",
         f"- Source: {pred['source']}, simulated sweep{' (quick)' if pred.get('quick') else ''} "
         f"in `{pred['sweep_dir']}`.",
-        f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted n_sat = {pred['n_sat']:.1f}"
+        f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted n_sat = {_num(pred.get('n_sat'), '.1f')}"
         + (f" (90% interval {pred['n_sat_ci'][0]:.0f}-{pred['n_sat_ci'][1]:.0f})" if pred.get("n_sat_ci") else "")
         + ".",
         f"- Recommended allocation: n = {pred['n_recommended']}, B_p = {pred['b_p']}, M = {pred['m']}, "
@@ -711,7 +898,7 @@ def write_markdown(plan: ValidationPlan, df: Any, result: dict[str, Any], path: 
         lines += ["## Frontier analysis of the real runs (isosim.report)", "",
                   "| budget | observed n* | frontier reward |", "|---:|---:|---:|",
                   *[f"| {fr['budgets'][i]:.0f} | {fr['n_star'][i]} | {fr['reward'][i]:.3f} |" for i in idx], "",
-                  f"Fitted n_sat of the real runs: {fr['n_sat']:.1f} (with three n values this is a bound, "
+                  f"Fitted n_sat of the real runs: {_num(fr.get('n_sat'), '.1f')} (with three n values this is a bound, "
                   "not a fit).", ""]
     else:
         lines += ["## Frontier analysis", "", f"Failed: {result.get('frontier_error')}", ""]
@@ -732,7 +919,7 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
     """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them)."""
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
-             f"n_sat = {pred['n_sat']:.1f}, recipe {pred['recipe']}",
+             f"n_sat = {_num(pred.get('n_sat'), '.1f')}, recipe {pred['recipe']}",
              f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"]
     lines += [f"  note: {n}" for n in plan.notes]
     for r in plan.runs:

@@ -161,7 +161,7 @@ def test_explore_and_recommend_read_the_profile(calibrated, assets):
     res = isosim(assets, "recommend", "--budget", 128, "--profile", profile, "--quick", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     rec = json.loads(res.stdout)
-    for key in ("n", "b_p", "m", "lr", "kl", "entropy", "n_sat", "predicted"):
+    for key in ("n", "b_p", "m", "lr", "kl", "entropy", "n_sat", "predicted", "simulated_config", "recipe_mismatch"):
         assert key in rec, key
     assert rec["b_p"] * rec["n"] * rec["m"] <= 128
 
@@ -192,16 +192,22 @@ def test_validate_slurm_dry_run_prints_submitit_and_accelerate(calibrated, asset
     profile, _ = calibrated
     out = assets["root"] / "val_slurm"
     res = isosim_here(assets, monkeypatch, capsys, *validate_args(assets, profile, out, "--launcher", "slurm", "--dry-run",
-                                        "--partition", "gpu", "--gpus-per-node", 8, "--time-min", 120))
+                                        "--partition", "gpu", "--gpus-per-node", 4, "--time-min", 120))
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "submitit.SlurmExecutor" in res.stdout and "'gpus_per_node': 8" in res.stdout
-    cmds = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("accelerate launch")]
+    assert "submitit.SlurmExecutor" in res.stdout and "'gpus_per_node': 4" in res.stdout
+    cmds = [ln.strip() for ln in res.stdout.splitlines() if "-m accelerate.commands.launch" in ln]
     assert len(cmds) == 3 and all("-m llm_runs.train --config" in c for c in cmds)
     assert "nothing launched" in res.stdout
     assert not list(out.glob("runs/*/records.jsonl"))  # nothing ran
     plan = json.loads((out / "plan.json").read_text())
     assert plan["ns"] == sorted(plan["ns"]) and len(plan["ns"]) == 3 and plan["b_p"] == 4
     assert all(128 // (4 * n) >= 3 for n in plan["ns"])  # every run gets >= min_steps updates
+    # 8 processes cannot split B_p = 4: refused when planning, before anything is queued
+    out8 = assets["root"] / "val_slurm8"
+    res = isosim_here(assets, monkeypatch, capsys, *validate_args(assets, profile, out8, "--launcher", "slurm", "--dry-run",
+                                        "--gpus-per-node", 8))
+    one_line_error(res, "not a multiple of the 8 processes")
+    assert "submitit" not in res.stdout
 
 
 def test_plan_brackets_n_sat_and_clips_to_min_steps():
@@ -242,8 +248,8 @@ def test_slurm_job_specs_are_valid_submitit_and_accelerate(assets, tmp_path):
         assert line in script, line
     for job, run in zip(spec["jobs"], plan.runs):
         cmd = [c.replace("{machine_rank}", "0").replace("{main_process_ip}", "node1") for c in job["command"]]
-        assert cmd[:2] == ["accelerate", "launch"]
-        args = launch_command_parser().parse_args(cmd[2:])
+        assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]  # this interpreter's accelerate
+        args = launch_command_parser().parse_args(cmd[3:])
         assert args.module and args.training_script == "llm_runs.train"
         assert args.num_processes == 8 and args.num_machines == 2 and args.multi_gpu
         assert args.machine_rank == 0 and args.main_process_ip == "node1"
@@ -266,7 +272,7 @@ def test_validate_rejects_bad_input(calibrated, assets, monkeypatch, capsys):
     one_line_error(run(*validate_args(assets, profile, out, "--set", "no_such_key=1", "--dry-run")), "no_such_key")
     one_line_error(run(*validate_args(assets, profile, out, "--launcher", "pbs", "--dry-run")), "--launcher")
     one_line_error(run("validate", "--model", assets["model"], "--data", assets["data"], "--budget", 128,
-                          "--b-p", 8, "--n", "2,32", "--quick", "--set", "val_size=4", "--out", out, "--dry-run"),
+                          "--b-p", 8, "--n", "2,32", "--min-steps", 1, "--quick", "--set", "val_size=4", "--out", out, "--dry-run"),
                    "--n 32", "below one step")
 
 

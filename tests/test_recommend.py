@@ -29,3 +29,32 @@ def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
     assert b_p * 1024 <= 65536
     b_p, why = choose_b_p(n=64, budget=1e5, b_max=65536, problems=None)
     assert b_p == 32 and "fewer than" in why
+
+
+def test_near_tie_is_the_analysis_tie_tolerance():
+    from isosim.analysis import DEFAULT_TOL
+
+    assert NEAR_TIE == DEFAULT_TOL  # recommend's smallest near-optimal n is the frontier's n_tol
+
+
+def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
+    from isosim.recommend import hard_share, simulated_recipe
+
+    assert simulated_recipe({"kl": 1.0, "entropy": 0.01}) == "easy"
+    assert simulated_recipe({"kl": 0.0, "entropy": 0.0}) == "hard"
+    assert simulated_recipe({"kl": 0.3, "entropy": 0.0}) == "kl-only"
+    # the share of hard problems is measured on the profile, never read from its name
+    assert hard_share("hard:0.1,easy:0.9") < 0.5 <= hard_share("hard")
+
+
+def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(tmp_path, monkeypatch):
+    from isosim import recommend as rec
+
+    monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path))
+    r = rec.recommend(2e4, preset="hard:0.1,easy:0.9", quick=True, seeds=1)
+    assert (r.recipe, r.advised_recipe, r.recipe_mismatch) == ("easy", "easy", False)
+    assert r.simulated_config["profile"] == "hard:0.1,easy:0.9" and r.simulated_config["kl"] > 0
+    assert r.kl and r.entropy  # what was simulated, so what a run should use
+    h = rec.recommend(2e4, preset="hard", quick=True, seeds=1)
+    assert h.recipe == "easy" and h.advised_recipe == "hard" and h.recipe_mismatch  # planted: flagged
+    assert "MISMATCH" in h.reasons["kl"]
