@@ -109,8 +109,6 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each."""
-    import json
-
     from isosim import recommend as rec
     from isosim.errors import IsosimError
     from isosim.report import metric_column
@@ -124,7 +122,9 @@ def recommend(
     r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None, b_max=max_batch,
                       problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty())
     if as_json:
-        typer.echo(json.dumps(r.to_json(), default=float))
+        from isosim.files import dumps_json
+
+        typer.echo(dumps_json(r.to_json()))
         return
     from rich.console import Console
     from rich.table import Table

@@ -20,7 +20,6 @@ sentence on bad input. Only numpy, scipy and pandas are imported.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from scipy.optimize import least_squares
 from scipy.special import expit
 
 from isosim.errors import IsosimError
+from isosim.files import jsonable, write_json  # noqa: F401  (jsonable: public here too)
 from isosim.records import HIST_COLUMNS, normalize
 
 LN10 = math.log(10.0)
@@ -525,21 +525,6 @@ def fit_n_star(
 # ----------------------------------------------------------------------------------------------
 # 5. analyze: frontier + n* fit + bootstrap over runs
 # ----------------------------------------------------------------------------------------------
-def jsonable(obj: Any) -> Any:
-    """Plain Python types for json: numpy scalars and arrays unwrapped, NaN/inf -> None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, np.ndarray)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    return obj
-
-
 DEFAULT_TOL = 0.005
 """Tie tolerance of ``analyze``: curves within half a point of the metric (0.005) of the frontier tie."""
 LEARN_Z = 3.0
@@ -868,10 +853,7 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
     missing = [k for k in ("metric", "budgets", "n_star", "reward", "fit") if k not in result]
     if missing:
         raise IsosimError(f"not an analyze result: missing {', '.join(missing)}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(jsonable(result), indent=2, allow_nan=False) + "\n")
-    return path
+    return write_json(path, result, indent=2)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -37,14 +37,13 @@ finding that holds for one seed only is visible as such.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from isosim.analysis import jsonable
+from isosim.files import dumps_json, jsonable
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
 from isosim.presets import get_preset
@@ -537,7 +536,7 @@ class Report:
 
     def to_json(self) -> str:
         """JSON of the report (numbers only)."""
-        return json.dumps(_jsonable(asdict(self)), indent=1)
+        return dumps_json(asdict(self), indent=1)
 
 
 def _brief(key: str, v: dict) -> str:

@@ -185,9 +185,6 @@ def read_profile(path: str | Path, *, zeros: str = "spread") -> Profile:
 def write_profile(path: str | Path, rates, *, k: int, **provenance) -> Path:
     """Write a measured profile file (the format :func:`read_profile` reads)."""
     rates = [float(r) for r in rates]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({"rates": rates, "k": int(k), **provenance}, indent=1))
-    tmp.replace(path)
-    return path
+    from isosim.files import write_json
+
+    return write_json(path, {"rates": rates, "k": int(k), **provenance}, indent=1)

@@ -44,7 +44,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +55,7 @@ import pandas as pd
 
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
+from isosim.files import atomic_write, atomic_write_text, dumps_json, is_tmp_name
 from isosim.records import normalize
 
 QUESTIONS = ("q1", "q2", "q3")
@@ -548,44 +548,6 @@ def plan_for_preset(
 SimulateFn = Callable[..., pd.DataFrame]
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a rename inside ``path`` durable (no-op where directories cannot be fsynced)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    """Write ``path`` via a temporary file: write, flush, fsync, os.replace, fsync the folder."""
-    tmp = _tmp_name(path)
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda fh: fh.write(text.encode()))
-
-
 @contextlib.contextmanager
 def _store_lock(out_dir: Path) -> Iterator[None]:
     """Hold ``out_dir/.lock`` (flock) so that two processes never fill one store at once.
@@ -654,7 +616,7 @@ def _open_store(out_dir: Path, plan: SweepPlan) -> dict:
         if (out_dir / "manifest.json").exists():
             raise IsosimError(f"folder {out_dir} has a manifest.json but no plan.json; "
                               "it is damaged or not a sweep: use a new --out")
-        _atomic_write_text(out_dir / "plan.json", plan.to_json())
+        atomic_write_text(out_dir / "plan.json", plan.to_json())
     elif held.plan_id != plan.plan_id:
         raise IsosimError(f"folder {out_dir} holds a sweep of another plan (id {held.plan_id}, "
                           f"this one is {plan.plan_id}); use a new --out")
@@ -669,17 +631,17 @@ def _tidy_records(out_dir: Path, manifest: dict) -> dict:
     rec = out_dir / "records"
     listed = {Path(c["file"]).name for c in manifest["chunks"]}
     for p in rec.iterdir():
-        if p.name.startswith(".") and p.name.endswith(".tmp"):
+        if is_tmp_name(p):
             p.unlink()  # a write that a kill interrupted
         elif _CHUNK_RE.match(p.name) and p.name not in listed:
             p.unlink()  # finished but never listed: its runs are redone
     for p in out_dir.iterdir():
-        if p.name.startswith(".") and p.name.endswith(".tmp"):
+        if is_tmp_name(p):
             p.unlink()
     kept = [c for c in manifest["chunks"] if (out_dir / c["file"]).exists()]
     if len(kept) != len(manifest["chunks"]):
         manifest = {**manifest, "chunks": kept}
-        _atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1))
+        atomic_write_text(out_dir / "manifest.json", dumps_json(manifest, indent=1))
     return manifest
 
 
@@ -831,7 +793,7 @@ def run_sweep(
                 t0 = time.perf_counter()
                 df = simulate(list(chunk), device=device, progress=bar.callback)
                 df = _check_chunk(df, chunk, f"{out_dir}/records/{name}")
-                _atomic_write(out_dir / "records" / name, lambda fh: df.to_parquet(fh, index=False))
+                atomic_write(out_dir / "records" / name, lambda fh: df.to_parquet(fh, index=False))
                 manifest["chunks"].append({
                     "file": f"records/{name}",
                     "run_ids": [c.run_id for c in chunk],
@@ -839,12 +801,12 @@ def run_sweep(
                     "device": device,
                     "seconds": round(time.perf_counter() - t0, 3),
                 })
-                _atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1))
+                atomic_write_text(out_dir / "manifest.json", dumps_json(manifest, indent=1))
                 spent += sum(_run_rollouts(c) for c in chunk)
                 bar.set(spent)
                 index += 1
         if not (out_dir / "manifest.json").exists():  # nothing to run and no manifest yet
-            _atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1))
+            atomic_write_text(out_dir / "manifest.json", dumps_json(manifest, indent=1))
     _, records = load_store(out_dir)
     return records
 

@@ -374,20 +374,9 @@ def _num(v: float | None, spec: str) -> str:
 
 
 def _write_json(path: Path, obj: Any) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_json_default), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    from isosim.files import write_json
 
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o).__name__)
+    return write_json(path, obj, indent=1, mkdir=False)
 
 
 # --------------------------------------------------------------------------------------------

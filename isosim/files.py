@@ -1,0 +1,96 @@
+"""Writing files: one atomic write (temporary file, fsync, rename, fsync the folder) and one JSON
+writer that never writes ``NaN`` or ``Infinity`` (invalid JSON): every file isosim writes goes
+through here, so a reader sees the old file or the new one, never half of one.
+
+Only the standard library and numpy are imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename inside ``path`` durable (no-op where directories cannot be fsynced)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def tmp_name(path: str | Path) -> Path:
+    """The temporary name ``atomic_write`` uses for ``path``: ``.<name>.<pid>.tmp`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def is_tmp_name(path: str | Path) -> bool:
+    """True for a leftover temporary file of ``atomic_write`` (a writer killed mid-write)."""
+    name = Path(path).name
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Write ``path`` via a temporary file: ``write(fh)``, flush, fsync, ``os.replace``, fsync the
+    folder. On any error the temporary file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = tmp_name(path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """``atomic_write`` of a UTF-8 text."""
+    return atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain Python types for json: numpy scalars and arrays unwrapped, NaN/inf -> None."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
+def dumps_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of ``jsonable(obj)``: valid JSON always (NaN and infinities become null)."""
+    return json.dumps(jsonable(obj), allow_nan=False, **kwargs)
+
+
+def write_json(path: str | Path, obj: Any, *, indent: int | None = 1, mkdir: bool = True, **kwargs: Any) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (``dumps_json`` + ``atomic_write_text``)."""
+    path = Path(path)
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, dumps_json(obj, indent=indent, **kwargs) + "\n")
