@@ -38,18 +38,22 @@ def true_n_star(budgets: np.ndarray, sat: int, decline: float) -> np.ndarray:
 
 def make_records(
     sat: int, decline: float, rng: np.random.Generator, *, seeds: int = 3, b_p: int = 8,
-    c_max: float = 1e8, n_evals: int = 30, sd: float = 0.005,
+    c_max: float = 1e8, n_evals: int = 30, sd: float = 0.005, curve=None, n_values=N_VALUES,
 ) -> pd.DataFrame:
-    """Runs of every n and seed: log-spaced eval steps up to ~c_max rollouts, Gaussian noise."""
+    """Runs of every n and seed: log-spaced eval steps up to ~c_max rollouts, Gaussian noise.
+
+    The truth is ``true_reward(n, c, sat, decline)`` unless a ``curve(n, c)`` is given.
+    """
+    curve = curve or (lambda n, c: true_reward(n, c, sat, decline))
     frames = []
-    for n in N_VALUES:
+    for n in n_values:
         batch = b_p * n
         steps = np.concatenate([[0], np.unique(np.round(np.geomspace(1, c_max / batch, n_evals)))])
         c = steps * batch
         for s in range(seeds):
             frames.append(pd.DataFrame({
                 "n": n, "b_p": b_p, "seed": s, "step": steps.astype(int), "rollouts": c,
-                "val_avg": true_reward(n, c, sat, decline) + rng.normal(0, sd, len(c)),
+                "val_avg": curve(n, c) + rng.normal(0, sd, len(c)),
             }))
     return pd.concat(frames, ignore_index=True)
 

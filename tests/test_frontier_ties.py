@@ -13,22 +13,12 @@ from rich.console import Console
 
 from isosim import analysis as an
 from isosim import report
+from test_analysis import N_VALUES, make_records  # the same synthetic records, other truths
 
-N_VALUES = [2**k for k in range(2, 11)]  # 4 .. 1024
 
-
-def records(curve, rng: np.random.Generator, *, n_values=N_VALUES, seeds: int = 3, b_p: int = 8,
-            c_max: float = 1e8, n_evals: int = 30, sd: float = 0.003) -> pd.DataFrame:
+def records(curve, rng: np.random.Generator, *, sd: float = 0.003, **kw) -> pd.DataFrame:
     """Runs of every n and seed drawn from ``curve(n, c)`` with Gaussian noise per row."""
-    frames = []
-    for n in n_values:
-        batch = b_p * n
-        steps = np.concatenate([[0], np.unique(np.round(np.geomspace(1, c_max / batch, n_evals)))])
-        c = steps * batch
-        for s in range(seeds):
-            frames.append(pd.DataFrame({"n": n, "b_p": b_p, "seed": s, "step": steps.astype(int),
-                                        "rollouts": c, "val_avg": curve(n, c) + rng.normal(0, sd, len(c))}))
-    return pd.concat(frames, ignore_index=True)
+    return make_records(0, 0.0, rng, curve=curve, sd=sd, **kw)
 
 
 def flat_top(top: int, rise: float = 0.0008):
