@@ -106,7 +106,7 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
         ax.plot(c, analysis.FitResult.from_dict(info).predict(c), color=color, lw=1.2)
     b, r = np.asarray(result["budgets"]), np.asarray(result["reward"], dtype=float)
     if result.get("tol"):
-        ax.fill_between(b, r - result["tol"], r, color="black", alpha=0.12, lw=0, zorder=2,
+        ax.fill_between(b, r - result["tol"], r, color="tab:orange", alpha=0.45, lw=0, zorder=2,
                         label=f"tie band (within {result['tol']:g})")
     _shade_not_learning(ax, result)
     ax.plot(b, r, color="black", lw=2.2, zorder=3, label="frontier")

@@ -909,7 +909,8 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
              f"n_sat = {_num(pred.get('n_sat'), '.1f')}, recipe {pred['recipe']}",
-             f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"]
+             f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"
+             + (f" (limits: B_p * n <= {plan.b_max}, >= {plan.min_steps} steps)" if plan.b_max else "")]
     lines += [f"  note: {n}" for n in plan.notes]
     for r in plan.runs:
         prog = run_progress(r)
