@@ -302,6 +302,7 @@ def to_records(runs: Sequence[LoggedRun], *, source: str, maps: dict[str, str] |
         if "rollouts_per_step" not in explicit and ("n" in explicit or "b_p" in explicit or not from_config):
             settings["rollouts_per_step"] = settings["n"] * settings["b_p"]
         rps = float(settings.pop("rollouts_per_step"))
+        settings.setdefault("seed", 0)  # not logged (W&B panels, verl): runs are told apart by run_id
         sc = run.scalars
         metric_tags = [tags[m][0] for m in METRICS if tags[m][0]]
         steps = sc.index[sc[metric_tags].notna().any(axis=1)]
@@ -328,7 +329,7 @@ def to_records(runs: Sequence[LoggedRun], *, source: str, maps: dict[str, str] |
         rows["source"] = source
         frames.append(rows)
     if not frames:
-        what = f"{len(runs)} {source} run{'s' if len(runs) != 1 else ''}" if runs else f"no {source} runs"
+        what = f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {source}"
         raise IsosimError(
             f"{where}: {what}, but none logs a reward or validation tag isosim knows "
             f"(looked for {describe_tags('train_reward')}, {describe_tags('val_avg')}); "
