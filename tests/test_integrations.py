@@ -109,7 +109,9 @@ def test_wandb_history_csv_with_config_columns(tmp_path):
     rows = []
     for name, n in (("a", 2), ("b", 8)):
         for step in range(1, 11):
-            rows.append({"name": name, "_step": step, "train/reward": 0.1 * math.log(step + n),
+            # W&B's _step counts log calls; the Hugging Face Trainer logs its own step as train/global_step
+            rows.append({"name": name, "_step": 2 * step + 1, "train/global_step": step, "_runtime": 3.0 * step,
+                         "train/reward": 0.1 * math.log(step + n),
                          "train/completions/mean_length": 10.0 + step, "num_generations": n,
                          "generation_batch_size": 32, "seed": 3})
     pd.DataFrame(rows).to_csv(tmp_path / "history.csv", index=False)
@@ -119,6 +121,7 @@ def test_wandb_history_csv_with_config_columns(tmp_path):
     assert set(b["b_p"]) == {4} and set(b["seed"]) == {3}
     assert np.allclose(b["rollouts"], b["step"] * 32)
     assert np.allclose(b["tokens"], np.cumsum((10.0 + b["step"]) * 32))
+    assert list(b["step"]) == list(range(1, 11)) and "_step" not in df.columns and "_runtime" not in df.columns
 
 
 def test_wandb_bad_inputs_one_line_exit_2(capsys, tmp_path):

@@ -4,7 +4,8 @@ Two shapes are read:
 
 * a chart's "Export panel data" CSV: a ``Step`` column and one column per run and metric,
   named ``<run name> - <metric>`` (the ``__MIN`` / ``__MAX`` columns of smoothed charts are ignored);
-* a history table: a step column (``_step``, ``Step``, ``step``, ``train/global_step``), optionally
+* a history table: a step column (``train/global_step`` where the Hugging Face Trainer logged it,
+  else ``Step``, ``step`` or ``_step``), optionally
   a run column (``name``, ``Name``, ``run``, ``run_name``, ``run_id``), and one column per metric.
   Columns that hold one value per run and are named like the trainer's settings
   (``num_generations``, ``generation_batch_size``, ``seed``, ...) or ``n`` / ``b_p`` are read as
@@ -24,7 +25,11 @@ import pandas as pd
 from isosim.errors import IsosimError
 from isosim.integrations._runs import LoggedRun
 
-STEP_COLUMNS = ("Step", "_step", "step", "train/global_step", "global_step", "trainer/global_step")
+# The trainer's own step first: W&B's ``_step`` counts log calls, which for the Hugging Face
+# Trainer (and so TRL) is not the optimizer step; it logs that as ``train/global_step``.
+STEP_COLUMNS = ("train/global_step", "trainer/global_step", "training/global_step", "global_step", "Step",
+                "step", "_step")
+SKIP_COLUMNS = ("_runtime", "_timestamp", "_wandb")
 RUN_COLUMNS = ("name", "Name", "run", "run_name", "run_id", "Run", "display_name")
 CONFIG_COLUMNS = ("num_generations", "generation_batch_size", "steps_per_generation", "num_iterations",
                   "gradient_accumulation_steps", "per_device_train_batch_size", "seed", "learning_rate")
@@ -88,7 +93,8 @@ def read_csv(path: str | Path) -> list[LoggedRun]:
                 vals = pd.to_numeric(g[c], errors="coerce").dropna().unique()
                 if len(vals) == 1:
                     (settings if c in SETTING_COLUMNS else config)[c] = float(vals[0])
-        drop = [c for c in (run_col, *CONFIG_COLUMNS, *SETTING_COLUMNS) if c and c in g.columns]
+        drop = [c for c in (run_col, *CONFIG_COLUMNS, *SETTING_COLUMNS, *STEP_COLUMNS, *SKIP_COLUMNS)
+                if c and c != step and c in g.columns]
         table = _by_step(g.drop(columns=drop), step)
         runs.append(LoggedRun(name=str(name), scalars=table, config=config, origin=str(path),
                               settings={k: int(v) for k, v in settings.items() if v == int(v) and v >= 1}))
