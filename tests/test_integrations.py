@@ -4,6 +4,7 @@ TRL callback, with real writers (TRL's GRPOTrainer on a tiny model, torch's Summ
 import itertools
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -211,42 +212,18 @@ def test_unrelated_event_files_one_line_exit_2(capsys, tmp_path):
 # ----------------------------------------------------------------------------------------------
 # TRL's GRPOTrainer on a tiny model, twice, with TensorBoard logging and the isosim callback
 # ----------------------------------------------------------------------------------------------
-def _parity_reward(prompts, completions, **kwargs):
-    """Deterministic in the completion, about half right for a random model: 0/1 like a verifier."""
-    return [1.0 if c and ord(c[0]) % 2 == 0 else 0.0 for c in completions]
-
-
 @pytest.fixture(scope="module")
 def trl_runs(tmp_path_factory):
+    """Two GRPOTrainer runs (num_generations 2 and 4, 6 steps, TensorBoard + RecordsCallback) in a
+    fresh process (see tests/trl_grpo_helper.py): ~10 s."""
     pytest.importorskip("trl")
     pytest.importorskip("tensorboard")
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
-    from isosim.integrations.trl import RecordsCallback
-    from llm_runs.tiny import make_tiny_model
-
     root = tmp_path_factory.mktemp("trl")
-    model_dir = make_tiny_model(root / "tiny", seed=0, vocab_size=128, hidden_size=16, num_layers=1, num_heads=2)
-    train = Dataset.from_list([{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(6) for b in range(6)])
-    held_out = [{"prompt": f"{a}*{b}=", "answer": str(a * b)} for a in range(3) for b in range(2)]
-    runs = root / "runs"
-    torch.set_num_threads(1)
-    for n in (2, 4):
-        args = GRPOConfig(output_dir=str(runs / f"grpo-n{n}"), num_generations=n, per_device_train_batch_size=8,
-                          max_completion_length=8, max_steps=6, logging_steps=4, learning_rate=1e-3, seed=0,
-                          report_to=["tensorboard"], use_cpu=True, save_strategy="no", disable_tqdm=True)
-        trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=_parity_reward,
-                              args=args, train_dataset=train, processing_class=AutoTokenizer.from_pretrained(model_dir),
-                              callbacks=[RecordsCallback(eval_dataset=held_out, reward_funcs=_parity_reward,
-                                                         samples=4, k=2, points=3)])
-        trainer.train()
-    return runs
+    res = subprocess.run([sys.executable, str(Path(__file__).parent / "trl_grpo_helper.py"), str(root), "2", "4"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root / "runs"
 
 
 def test_trl_callback_records(trl_runs):
