@@ -78,7 +78,8 @@ class RecordsCallback(TrainerCallback):
         Log-spaced evaluation steps between step 0 and the last step.
     path:
         Where to write (default ``<output_dir>/records.jsonl``). A fresh run rewrites it; a
-        resumed run keeps the rows up to the step it resumes from.
+        resumed run keeps the rows up to the step it resumes from (its later rows have ``tokens``
+        NaN unless a row was written at that step: tokens are summed from the logs).
     correct_at:
         A completion counts as correct when its summed reward is >= this.
     max_new_tokens, temperature, seed, batch_size:
@@ -125,8 +126,11 @@ class RecordsCallback(TrainerCallback):
         if start > 0 and self.file.exists():  # resumed: keep what was written up to here
             kept = [r for r in map(json.loads, self.file.read_text().splitlines()) if r.get("step", 0) <= start]
         self.rows = kept
-        self.tokens = kept[-1].get("tokens") if kept else 0.0
-        self.tokens = 0.0 if self.tokens is None else float(self.tokens)
+        # tokens are summed from the logs; after a resume they are known only if the last row kept
+        # is at the resumed step (the logs between it and the checkpoint were not seen)
+        last = kept[-1] if kept else {"step": 0, "tokens": 0.0}
+        tokens = last.get("tokens") if last.get("step") == start else None
+        self.tokens = math.nan if tokens is None else float(tokens)
         self.last_logged = start
         self.last_train: dict[str, float] = {}
         if self.main:
