@@ -238,6 +238,17 @@ def test_trl_callback_records(trl_runs):
         assert rows[0]["tokens"] == 0 and all(b["tokens"] > a["tokens"] for a, b in zip(rows, rows[1:]))
 
 
+def test_trl_callback_resume_keeps_rows_and_drops_unknown_tokens(trl_runs):
+    rows = [json.loads(line) for line in (trl_runs.parent / "resumed" / "records.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 6]  # rows up to step 3 kept, none written twice
+    fresh = [json.loads(line) for line in (trl_runs / "grpo-n2" / "records.jsonl").read_text().splitlines()]
+    # the same seeds and settings wrote the same rows before the save
+    assert [{**r, "run_id": ""} for r in rows[:3]] == [{**r, "run_id": ""} for r in fresh[:3]]
+    # the logs between the last row (step 2) and the checkpoint (step 3) were seen before the resume
+    # only: the token count after it is unknown, not undercounted
+    assert rows[3]["tokens"] is None and rows[3]["rollouts"] == 48
+
+
 def test_trl_runs_analyze_without_flags(trl_runs):
     # the callback's records.jsonl and TensorBoard logs side by side: the records are read
     res = isosim("analyze", trl_runs, "--n-boot", "0")
