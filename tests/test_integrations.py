@@ -255,6 +255,17 @@ def test_trl_runs_analyze_without_flags(trl_runs):
     assert res.returncode == 0, res.stderr
     assert "2 runs from isosim records (records.jsonl), n = 2, 4; metric val_avg" in res.stdout
     assert json.loads((trl_runs / "frontier.json").read_text())["n_values"] == [2, 4]
+    assert "not read" not in res.stdout
+
+
+def test_records_beside_tensorboard_only_runs_are_named(trl_runs, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(trl_runs / "grpo-n2", mixed / "grpo-n2")
+    shutil.copytree(trl_runs / "grpo-n4", mixed / "grpo-n4", ignore=shutil.ignore_patterns("records.jsonl"))
+    df, text = load_runs(mixed)
+    assert sorted(df["run_id"].unique()) == ["grpo-n2"]
+    assert text.endswith("(not read: 1 run folder with TensorBoard logs but no records.jsonl, e.g. grpo-n4; "
+                         "analyze those separately)")
 
 
 def test_trl_tensorboard_logs_alone(capsys, trl_runs, tmp_path):

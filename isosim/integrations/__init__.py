@@ -60,6 +60,21 @@ def _native(path: Path) -> str | None:
     return None
 
 
+def _unread_event_runs(path: Path) -> str:
+    """A note on run folders with TensorBoard logs but no records.jsonl (not read beside records)."""
+    if not path.is_dir():
+        return ""
+    from isosim.integrations.tensorboard import find_event_files, run_root
+
+    with_records = {f.parent for f in path.rglob("records.jsonl")}
+    roots = {run_root(f.parent, path) for f in find_event_files(path)}
+    left = sorted(r.relative_to(path).as_posix() for r in roots if r not in with_records and r != path)
+    if not left:
+        return ""
+    return (f" (not read: {len(left)} run folder{'s' if len(left) > 1 else ''} with TensorBoard logs but no "
+            f"records.jsonl, e.g. {left[0]}; analyze those separately)")
+
+
 def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str] = (),
               runs_file: str | Path | None = None) -> tuple[pd.DataFrame, str]:
     """Records of every run at ``path`` and one line saying what was read.
@@ -86,7 +101,7 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
         from isosim.report import load_records
 
         df = load_records(path)
-        return df, _summary(df, native)
+        return df, _summary(df, native) + _unread_event_runs(path)
 
     if path.is_file():  # a CSV that is not an isosim table: a W&B export
         from isosim.integrations import wandb

@@ -78,7 +78,7 @@ def _config(texts: dict[str, str]) -> dict:
     return {}
 
 
-def _run_root(event_dir: Path, root: Path) -> Path:
+def run_root(event_dir: Path, root: Path) -> Path:
     """The Hugging Face layout <output_dir>/runs/<stamp>/ is one run: <output_dir>."""
     if event_dir.parent.name == "runs" and event_dir.parent != root and event_dir != root:
         return event_dir.parent.parent
@@ -91,7 +91,7 @@ def read_runs(root: str | Path) -> list[LoggedRun]:
     files = find_event_files(root) if root.is_dir() else [root]
     groups: dict[Path, list[Path]] = {}
     for f in files:
-        groups.setdefault(_run_root(f.parent, root), []).append(f)
+        groups.setdefault(run_root(f.parent, root), []).append(f)
     runs = []
     for run_dir, run_files in sorted(groups.items()):
         rows: list[tuple[float, int, str, float]] = []
