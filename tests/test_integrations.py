@@ -74,6 +74,59 @@ def test_estimators_match_enumeration_of_k_subsets():
         best_at_k(np.array([1]), 4, 5)
 
 
+def test_trl_allocation_from_grpo_config():
+    from isosim.integrations._runs import trl_allocation
+
+    # TRL >= 0.18 logs the resolved generation batch (all processes): one generation per optimizer step
+    cfg = {"num_generations": 8, "generation_batch_size": 64, "steps_per_generation": 4,
+           "gradient_accumulation_steps": 4, "num_iterations": 1, "seed": 3, "learning_rate": 1e-6}
+    assert trl_allocation(cfg) == {"n": 8, "b_p": 8, "rollouts_per_step": 64.0, "seed": 3, "lr": 1e-6}
+    # each generation batch reused for num_iterations = 2 optimizer passes: half the new rollouts per step
+    assert trl_allocation({**cfg, "num_iterations": 2})["rollouts_per_step"] == 32.0
+    # a generation every 2 micro-batches, an optimizer step every 4: two generation batches per step
+    assert trl_allocation({**cfg, "steps_per_generation": 2, "generation_batch_size": 32})["rollouts_per_step"] == 64.0
+    # older TRL: no generation_batch_size, read as one process
+    old = {"num_generations": 4, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
+    assert trl_allocation(old) == {"n": 4, "b_p": 4, "rollouts_per_step": 16.0}
+    assert "n" not in trl_allocation({"per_device_train_batch_size": 8})  # not a GRPO run
+
+
+def test_callback_evaluation_is_seeded_and_leaves_training_rng_alone(tmp_path):
+    pytest.importorskip("transformers")
+    import torch
+    from types import SimpleNamespace
+
+    from isosim.integrations.trl import RecordsCallback
+    from llm_runs.tiny import make_tiny_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = make_tiny_model(tmp_path / "tiny", vocab_size=128, hidden_size=16, num_layers=1, num_heads=2)
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    seen = []
+
+    def even_first(prompts, completions, completion_ids, answer, **kw):
+        seen.append((prompts[0], completions[0], answer[0]))
+        return [1.0 if ids and ids[0] % 2 == 0 else 0.0 for ids in completion_ids]
+
+    chat = [{"prompt": [{"role": "user", "content": f"{a}+1?"}], "answer": str(a + 1)} for a in range(5)]
+    cb = RecordsCallback(eval_dataset=chat, reward_funcs=even_first, samples=6, k=3, batch_size=2)
+    args = SimpleNamespace(temperature=1.0, max_completion_length=4, top_p=1.0, top_k=0)
+    torch.manual_seed(123)
+    first = cb.evaluate(model, tok, args, step=5)
+    after = torch.rand(3)
+    torch.manual_seed(123)
+    assert cb.evaluate(model, tok, args, step=5) == first  # same weights, same step: same samples
+    assert torch.equal(torch.rand(3), after)  # the training random stream is untouched
+    assert cb.evaluate(model, tok, args, step=6) != first  # another step draws other samples
+    assert first["k"] == 3 and 0 < first["val_worst"] < first["val_avg"] < first["val_best"] < 1
+    prompt, completion, answer = seen[0]
+    assert prompt == chat[0]["prompt"] and answer == "1"  # columns reach the reward function, as in TRL
+    assert isinstance(completion, list) and completion[0]["role"] == "assistant"  # conversational completions
+    model.train()
+    cb.evaluate(model, tok, args, step=7)
+    assert model.training  # evaluation switches to eval mode and back
+
+
 def test_import_isosim_imports_no_trainer_library():
     code = ("import sys, isosim, isosim.integrations, isosim.integrations.wandb, isosim.integrations.tensorboard;"
             "bad = [m for m in ('transformers', 'trl', 'tensorboard', 'wandb', 'accelerate') if m in sys.modules];"
