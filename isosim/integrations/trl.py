@@ -117,7 +117,9 @@ class RecordsCallback(TrainerCallback):
         if "n" not in alloc:
             raise ValueError("RecordsCallback: the trainer's arguments have no num_generations (use GRPOTrainer)")
         self.n, self.b_p, self.rps = alloc["n"], alloc["b_p"], float(alloc["rollouts_per_step"])
-        self.run = self.run_id or args.run_name or Path(args.output_dir).name
+        # older transformers default run_name to output_dir: name such runs after its last part
+        named = args.run_name if args.run_name and args.run_name != args.output_dir else None
+        self.run = self.run_id or named or Path(args.output_dir).name
         self.steps = set(log_steps(state.max_steps, self.points))
         self.file = Path(self.path) if self.path else Path(args.output_dir) / "records.jsonl"
         self.main = state.is_world_process_zero
