@@ -78,17 +78,23 @@ def explore(
 
 @app.command()
 def analyze(
-    path: Path = typer.Argument(..., help="a sweep folder, a folder of runs (*/records.jsonl), or a CSV/Parquet/JSONL table"),
-    metric: str = typer.Option("avg", help="avg, best, worst or a column name"),
+    path: Path = typer.Argument(..., help="a sweep folder, a folder of runs (isosim records.jsonl or TensorBoard logs: TRL, verl), a W&B CSV export, or a CSV/Parquet/JSONL records table"),
+    metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default: avg where validation is logged, else train_reward)"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
     seed: int = typer.Option(0, help="bootstrap seed"),
     tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: the input folder, or <table>_analysis)"),
+    map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable)"),
+    set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable)"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
     from isosim import report
+    from isosim.integrations import default_metric, load_runs
 
-    df = report.load_records(path)
+    df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
+    metric = report.metric_column(metric) if metric is not None else default_metric(df)
+    typer.echo(f"{path}: {what}; metric {metric}")
     if out is None:
         out = path if path.is_dir() else path.with_name(path.stem + "_analysis")
     result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)

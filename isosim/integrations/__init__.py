@@ -1,0 +1,143 @@
+"""Runs from other trainers into isosim's records table, and an isosim callback for TRL.
+
+* :func:`load_runs` is what ``isosim analyze PATH`` reads: an isosim sweep store, a folder of
+  isosim runs (``*/records.jsonl``, also what :class:`isosim.integrations.trl.RecordsCallback`
+  writes), a records table, TensorBoard event files (TRL, verl, any Hugging Face Trainer run) or
+  CSV files exported from Weights & Biases. It says in one line what it read.
+* ``isosim.integrations.tensorboard`` and ``isosim.integrations.wandb`` are the readers;
+  ``isosim.integrations.trl`` holds the callback.
+
+Importing this package imports neither TensorBoard nor transformers nor TRL: each is imported
+when its reader or the callback is used. Tag mappings are documented in docs/integrations.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from isosim.errors import IsosimError
+
+__all__ = ["load_runs", "default_metric"]
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json", ".ndjson")
+
+
+def _summary(df: pd.DataFrame, source: str) -> str:
+    runs = df["run_id"].nunique()
+    ns = ", ".join(str(int(v)) for v in sorted(df["n"].unique()))
+    return f"{runs} run{'s' if runs != 1 else ''} from {source}, n = {ns}"
+
+
+def _native(path: Path) -> str | None:
+    """What kind of isosim records ``path`` holds, or None."""
+    if path.is_file():
+        if path.suffix.lower() != ".csv":
+            return f"records table {path.name}"
+        from isosim.integrations.wandb import looks_like_export
+
+        try:
+            header = set(pd.read_csv(path, nrows=0).columns)
+        except Exception:
+            return f"records table {path.name}"  # read_table gives the one-line error
+        from isosim.integrations.wandb import STEP_COLUMNS
+        from isosim.records import REQUIRED_INPUT
+
+        if set(REQUIRED_INPUT) <= header:
+            return f"records table {path.name}"
+        if looks_like_export(path):
+            return None
+        missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
+        raise IsosimError(f"{path}: neither an isosim records table (missing column(s) {missing}) nor a "
+                          f"W&B export (no step column: expected one of {', '.join(STEP_COLUMNS)})")
+    if (path / "manifest.json").exists() or (path / "plan.json").exists():
+        return "an isosim sweep store"
+    for pattern in ("records.jsonl", "*/records.jsonl", "*/*/records.jsonl"):
+        if any(path.glob(pattern)):
+            return "isosim records (records.jsonl)"
+    return None
+
+
+def _unread_event_runs(path: Path) -> str:
+    """A note on run folders with TensorBoard logs but no records.jsonl (not read beside records)."""
+    if not path.is_dir():
+        return ""
+    from isosim.integrations.tensorboard import find_event_files, run_root
+
+    with_records = {f.parent for f in path.rglob("records.jsonl")}
+    roots = {run_root(f.parent, path) for f in find_event_files(path)}
+    left = sorted(r.relative_to(path).as_posix() for r in roots if r not in with_records and r != path)
+    if not left:
+        return ""
+    return (f" (not read: {len(left)} run folder{'s' if len(left) > 1 else ''} with TensorBoard logs but no "
+            f"records.jsonl, e.g. {left[0]}; analyze those separately)")
+
+
+def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str] = (),
+              runs_file: str | Path | None = None) -> tuple[pd.DataFrame, str]:
+    """Records of every run at ``path`` and one line saying what was read.
+
+    ``maps`` are ``column=TAG`` items, ``sets`` are ``[RUN:]key=value,...`` items, ``runs_file``
+    a CSV (``run`` column) or JSON file of per-run settings; they apply to TensorBoard and W&B
+    logs (isosim's own records already carry every column). Raises ``IsosimError`` with one line
+    for anything it cannot read.
+    """
+    from isosim.integrations import _runs
+
+    path = Path(path)
+    if not path.exists():
+        raise IsosimError(f"{path}: no such file or folder")
+    maps, sets = list(maps), list(sets)
+    col_map = _runs.parse_maps(maps)
+    every, per_run = _runs.parse_sets(sets, runs_file)
+
+    native = _native(path)
+    if native is not None:
+        if maps or sets or runs_file is not None:
+            raise IsosimError(f"{path} holds {native}, which needs no --map, --set or --runs "
+                              "(they apply to TensorBoard and W&B logs)")
+        from isosim.report import load_records
+
+        df = load_records(path)
+        return df, _summary(df, native) + _unread_event_runs(path)
+
+    if path.is_file():  # a CSV that is not an isosim table: a W&B export
+        from isosim.integrations import wandb
+
+        return _runs.to_records(wandb.read_csv(path), source=f"W&B export {path.name}", maps=col_map,
+                                every=every, per_run=per_run, where=str(path))
+
+    from isosim.integrations import tensorboard
+
+    if tensorboard.find_event_files(path):
+        runs = tensorboard.read_runs(path)
+        return _runs.to_records(runs, source="TensorBoard logs", maps=col_map, every=every,
+                                per_run=per_run, where=str(path))
+    csvs = sorted(path.glob("*.csv"))
+    if csvs:
+        from isosim.integrations import wandb
+
+        exports = [p for p in csvs if wandb.looks_like_export(p)]
+        if len(exports) == len(csvs):
+            where = f"W&B export{'s' if len(csvs) > 1 else ''} in {path.name}"
+            return _runs.to_records(wandb.read_many(exports), source=where, maps=col_map, every=every,
+                                    per_run=per_run, where=str(path))
+    tables = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TABLE_SUFFIXES)
+    if len(tables) == 1 and not (maps or sets or runs_file):
+        from isosim.records import read_table
+
+        df = read_table(tables[0])
+        return df, _summary(df, f"records table {tables[0].name}")
+    raise IsosimError(
+        f"{path}: found no isosim records (records.jsonl, a sweep store, one table), no TensorBoard "
+        "event files and no W&B CSV exports")
+
+
+def default_metric(df: pd.DataFrame) -> str:
+    """``val_avg`` where validation was logged, else the training reward."""
+    for col in ("val_avg", "train_reward", "val_best", "val_worst"):
+        if col in df.columns and pd.to_numeric(df[col], errors="coerce").notna().any():
+            return col
+    return "val_avg"
