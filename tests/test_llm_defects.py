@@ -271,3 +271,28 @@ def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tm
     assert main(argv(assets, out, **over)) == 0
     assert _strip(_jsonl(out / "records.jsonl")) == _strip(_jsonl(ref / "records.jsonl"))
     assert _strip(_jsonl(out / "metrics.jsonl")) == _strip(_jsonl(ref / "metrics.jsonl"))
+
+
+def test_two_processes_when_one_has_every_group_filtered(assets, tmp_path):
+    """Two CPU processes (gloo, DDP): process 1's groups all have zero variance and are filtered.
+    Before the fix process 1 ran a backward without a forward and both processes hung."""
+    conf = dict(model=assets["model"], data=assets["data"], val_size=4, n=4, b_p=4, budget=32, max_new_tokens=8,
+                eval_n=4, eval_points=0, recipe="hard", filter_zero_variance=True, micro_batch_size=4,
+                out=str(tmp_path / "run"))
+    (tmp_path / "c.json").write_text(json.dumps(conf))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29561",
+           str(ROOT / "tests" / "ddp_filter_helper.py"), "--config", str(tmp_path / "c.json")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the two processes hung (a process without sequences skipped its forward pass)")
+    assert proc.returncode == 0, err[-2000:]
+    line = next(x for x in out.splitlines() if x.startswith("rank 0 done"))
+    assert "steps [1, 2]" in line, out
+    filtered = json.loads(line.split("filtered ")[1])
+    assert all(f >= 0.5 for f in filtered)  # at least process 1's two groups of four, every step
