@@ -296,3 +296,39 @@ def test_two_processes_when_one_has_every_group_filtered(assets, tmp_path):
     assert "steps [1, 2]" in line, out
     filtered = json.loads(line.split("filtered ")[1])
     assert all(f >= 0.5 for f in filtered)  # at least process 1's two groups of four, every step
+
+
+# --- defect 9: calibrate --sampler vllm sizes the engine from its prompts and takes a memory share --
+
+
+def test_calibrate_vllm_context_fits_the_longest_prompt(assets, tmp_path, monkeypatch):
+    from llm_runs import samplers
+    from llm_runs.calibrate import CalibrateSettings, calibrate
+
+    long_problem = "What is " + " + ".join(["1"] * 700) + "?"  # > 1024 tokens with the character tokenizer
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"id": "long", "problem": long_problem, "answer": "700"}) + "\n"
+                    + json.dumps({"id": "short", "problem": "1+1?", "answer": "2"}) + "\n")
+    seen = {}
+
+    class Fake:
+        def generate(self, prompts, n, temperature, top_p, max_new_tokens, seed):
+            seen["longest"] = max(len(p) for p in prompts)
+            return samplers.SampleBatch(texts=["\\boxed{2}"] * (len(prompts) * n),
+                                        completion_ids=[[1]] * (len(prompts) * n))
+
+        def close(self):
+            pass
+
+    def fake_make_sampler(kind, *, cfg, **kw):
+        seen["cfg"] = cfg
+        return Fake()
+
+    monkeypatch.setattr(samplers, "make_sampler", fake_make_sampler)
+    s = CalibrateSettings(model=assets["model"], data=str(data), k=2, sampler="vllm", max_new_tokens=64,
+                          batch_size=8, vllm_gpu_memory_utilization=0.15)
+    calibrate(s, out=tmp_path / "profile.json", log=lambda m: None)
+    cfg = seen["cfg"]
+    assert seen["longest"] > 1024
+    assert cfg.max_prompt_tokens + cfg.max_new_tokens >= seen["longest"] + 64  # vLLM's max_model_len
+    assert cfg.vllm_gpu_memory_utilization == 0.15
