@@ -253,6 +253,12 @@ def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tm
     over = dict(budget=80, save_every=100, eval_points=4)  # without the signal: a checkpoint only at the end
     ref = tmp_path / "ref"
     assert main(argv(assets, ref, **over)) == 0
+    # the hf sampler records its agreement with the trainer too (fp32: float noise only)
+    steps = _jsonl(ref / "metrics.jsonl")
+    assert len(steps) == 5 and all(0 <= s["sampler_logprob_gap_max"] < 1e-3 for s in steps)
+    assert all(0 <= s["sampler_logprob_gap_mean"] <= s["sampler_logprob_gap_max"] for s in steps)
+    rows = _jsonl(ref / "records.jsonl")
+    assert rows[0]["sampler_logprob_gap_max"] is None and all(r["sampler_logprob_gap_max"] < 1e-3 for r in rows[1:])
     out = tmp_path / "term"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the same threads as the reference: the same float sums
     proc = subprocess.Popen([sys.executable, "-m", "llm_runs.train", *argv(assets, out, **over)], cwd=ROOT,
