@@ -124,7 +124,8 @@ class VLLMSampler:
 
     def __init__(self, model_path: str, tokenizer: Any, eos_ids: Sequence[int], *, cfg: Any, accelerator: Any,
                  max_model_len: int | None = None, engine: Any = None, sleep_supported: bool | None = None):
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in-process: no weight pickling
+        # Engine in-process: weights by reference, and the tied-head callable can run on the worker.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         self.cfg, self.accelerator, self.tokenizer = cfg, accelerator, tokenizer
         self.eos = [int(e) for e in eos_ids]
         if engine is None:
