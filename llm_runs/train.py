@@ -129,9 +129,11 @@ class GRPOTrainer:
         if cfg.b_p % self.world:
             raise IsosimError(f"b_p ({cfg.b_p}) must be a multiple of the number of processes ({self.world}): "
                               "each process samples whole problem groups")
-        if cfg.sampler == "hf" and acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-            raise IsosimError("the hf sampler needs the whole model on every process: use --sampler vllm "
-                              "with FSDP or DeepSpeed, or plain DDP")
+        check_distributed(acc.distributed_type, cfg.sampler)
+        if acc.distributed_type == DistributedType.FSDP and use_bf16:
+            fp32_gradient_reduction(acc.state.fsdp_plugin)
+        self._stop_signal: int | None = None
+        install_stop_handlers(self)
         torch.manual_seed(cfg.seed)
 
         # --- model, tokenizer, prompts -------------------------------------------------------
@@ -286,6 +288,14 @@ class GRPOTrainer:
                   f"sampler={cfg.sampler}, processes={self.world}")
         if self.step == 0 and 0 in self.eval_at:
             self._write_record(self.evaluate(), None)
+        try:
+            return self._loop()
+        except BaseException:
+            restore_stop_handlers(self)
+            raise
+
+    def _loop(self) -> list[dict[str, Any]]:
+        cfg = self.cfg
         step_metrics: dict[str, float] = {}
         while self.step < cfg.total_steps and (cfg.budget_tokens is None or self.tokens < cfg.budget_tokens):
             t0 = time.perf_counter()
@@ -297,8 +307,15 @@ class GRPOTrainer:
             is_eval = self.step in self.eval_at or last
             if is_eval:
                 self._write_record(self.evaluate(), step_metrics)
-            if last or self.step % cfg.save_every == 0:
+            stop = self._stop_requested()
+            if last or self.step % cfg.save_every == 0 or stop:
                 self.save_checkpoint()
+            if stop:  # the scheduler is about to end the job: the checkpoint holds this step
+                self._log(f"stopping on signal {self._stop_signal or 'from another process'}: checkpoint saved "
+                          f"at step {self.step}; rerun the same command to resume")
+                self.interrupted = True
+                self.close()
+                return self.records.rows()
         if cfg.save_final_model:
             self._save_final_model()
         self.close()
@@ -341,6 +358,9 @@ class GRPOTrainer:
 
         # --- update ----------------------------------------------------------------------------
         t = time.perf_counter()
+        # A process whose groups were all filtered still runs a forward and backward (weight 0) on
+        # one real sequence, so that DDP / FSDP collectives stay in step across processes.
+        self._filler = (batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0])
         m.update(self.update([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
                              [batch.logprobs[i] for i in sel], sel_adv))
         m["time/train_s"] = time.perf_counter() - t
@@ -372,7 +392,8 @@ class GRPOTrainer:
     # the policy update
     # ------------------------------------------------------------------------------------------
     def update(self, prompts: list[list[int]], completions: list[list[int]], sampler_logps: list[list[float]],
-               advantages: list[float]) -> dict[str, float]:
+               advantages: list[float], filler: tuple[list[int], list[int], list[float]] | None = None
+               ) -> dict[str, float]:
         """``num_iterations`` optimizer steps on these sequences, in micro-batches (see grpo.py)."""
         import torch
 
@@ -382,14 +403,24 @@ class GRPOTrainer:
         mb = cfg.micro_batch_size
         num_tokens, num_seqs = self._sum([float(sum(len(c) for c in completions)), float(len(completions))])
         stats = {"loss/pg": 0.0, "loss/kl": 0.0, "policy/entropy": 0.0, "policy/clip_frac": 0.0,
-                 "policy/tis_weight": 0.0, "policy/tis_frac_capped": 0.0, "loss/total": 0.0}
+                 "policy/tis_weight": 0.0, "policy/tis_frac_capped": 0.0, "loss/total": 0.0,
+                 "sampler_logprob_gap_mean": 0.0}
+        gap_max = 0.0
         if num_seqs == 0 or num_tokens == 0:  # every group filtered: no gradient this step
-            return {**stats, "optim/lr": lr_at(cfg, self.step), "optim/grad_norm": 0.0, "optim/skipped": 1.0}
-        # Every process must run the same number of backward passes (DDP syncs on the last one):
-        # processes with fewer sequences repeat one with weight 0.
-        n_micro = int(self._max(float(math.ceil(len(completions) / mb))))
+            return {**stats, "optim/lr": lr_at(cfg, self.step), "optim/grad_norm": 0.0, "optim/skipped": 1.0,
+                    "sampler_logprob_gap_max": 0.0}
+        # Every process must run the same number of forward and backward passes (DDP and FSDP
+        # synchronise inside them): processes with fewer sequences repeat one with weight 0, and a
+        # process with none at all uses the filler sequence (weight 0).
+        local_empty = not completions
+        filler = filler if filler is not None else getattr(self, "_filler", None)
+        if local_empty:
+            if filler is None:
+                raise ValueError("update: a process with no sequences needs a filler sequence")
+            prompts, completions, sampler_logps, advantages = [filler[0]], [filler[1]], [filler[2]], [0.0]
+        n_micro = int(self._max(float(0 if local_empty else math.ceil(len(completions) / mb))))
         chunks = [list(range(i * mb, min((i + 1) * mb, len(completions)))) for i in range(n_micro)]
-        chunks = [(c, 1.0) if c else ([0], 0.0) for c in chunks] if completions else [([], 0.0)] * n_micro
+        chunks = [(c, 0.0 if local_empty else 1.0) if c else ([0], 0.0) for c in chunks]
         old_logps: list[torch.Tensor | None] = [None] * n_micro
         ref_logps: list[torch.Tensor | None] = [None] * n_micro  # computed once, reused by every iteration
         if cfg.num_iterations > 1:  # pi_old must be frozen before the first optimizer step
@@ -402,10 +433,6 @@ class GRPOTrainer:
             for k, (c, weight) in enumerate(chunks):
                 ctx = acc.no_sync(model) if k < n_micro - 1 else contextlib.nullcontext()
                 with ctx:
-                    if not c:  # this process has no sequence at all: a zero loss keeps DDP in step
-                        loss = sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
-                        acc.backward(loss)
-                        continue
                     logp, entropy, packed = self._forward(model, prompts, completions, c,
                                                           with_entropy=cfg.entropy_coef > 0)
                     mask = packed["response_mask"]
@@ -414,8 +441,12 @@ class GRPOTrainer:
                     adv = torch.tensor([advantages[i] for i in c], device=logp.device).unsqueeze(1)
                     token_loss, clipped = grpo.clipped_pg_loss(logp, old, adv, cfg.clip_eps, cfg.clip_eps_high)
                     stats_tis = torch.ones_like(logp)
+                    sampler_lp = grpo.pad_values([sampler_logps[i] for i in c], width, device=logp.device)
+                    if it == 0:  # sampler vs trainer on the sampled tokens, before any update
+                        gap = (old - sampler_lp).abs() * mask * weight
+                        gap_max = max(gap_max, float(gap.max()))
+                        stats["sampler_logprob_gap_mean"] += float(gap.sum()) / num_tokens
                     if cfg.tis:
-                        sampler_lp = grpo.pad_values([sampler_logps[i] for i in c], width, device=logp.device)
                         stats_tis = grpo.tis_weights(old, sampler_lp, cfg.tis_cap)
                         token_loss = token_loss * stats_tis
                     pg_loss = token_loss
@@ -455,7 +486,8 @@ class GRPOTrainer:
         self._weights_version += 1
         summed = self._sum([stats[k] for k in stats])  # each process holds its share of the global means
         out = dict(zip(stats, summed))
-        out.update({"optim/lr": lr_at(cfg, self.step), "optim/grad_norm": grad_norm, "optim/skipped": 0.0})
+        out.update({"optim/lr": lr_at(cfg, self.step), "optim/grad_norm": grad_norm, "optim/skipped": 0.0,
+                    "sampler_logprob_gap_max": self._max(gap_max)})
         return out
 
     def _forward(self, model: Any, prompts: list[list[int]], completions: list[list[int]], idx: list[int],
@@ -476,10 +508,10 @@ class GRPOTrainer:
         return logp, entropy, packed
 
     def _entropy_only(self, packed: dict[str, Any]) -> Any:
-        import torch
+        from llm_runs import grpo
 
-        logits = packed["logits"].detach().float() / self.cfg.temperature
-        return torch.logsumexp(logits, -1) - (torch.softmax(logits, -1) * logits).sum(-1)
+        return grpo.token_logprobs_and_entropy(packed["logits"].detach(), packed["response_ids"],
+                                               self.cfg.temperature, with_entropy=True)[1]
 
     # ------------------------------------------------------------------------------------------
     # evaluation
@@ -497,7 +529,7 @@ class GRPOTrainer:
             row.update(histogram_columns(c / cfg.eval_n))
         elif self.pass_rates:
             row.update(histogram_columns(np.array(list(self.pass_rates.values()))))
-        self.sampler.release()
+        # No release here: the next use of the sampler (the next step's rollouts) follows at once.
         row["eval_s"] = time.perf_counter() - t
         return row
 
@@ -526,6 +558,9 @@ class GRPOTrainer:
             "train_reward": sm.get("reward/mean"), "val_avg": ev["val_avg"], "val_best": ev["val_best"],
             "val_worst": ev["val_worst"], "k": cfg.eval_k,
             "entropy": sm.get("policy/entropy"), "kl": sm.get("loss/kl") if self.ref_model is not None else None,
+            # sampler vs trainer log-probs of that step's sampled tokens (before its update)
+            "sampler_logprob_gap_max": sm.get("sampler_logprob_gap_max"),
+            "sampler_logprob_gap_mean": sm.get("sampler_logprob_gap_mean"),
         }
         for col in ("train_frac_zero", "train_frac_solved", *[f"train_hist_{i}" for i in range(10)]):
             row[col] = ev.get(col)
@@ -559,7 +594,9 @@ class GRPOTrainer:
         return score(texts, golds, self.cfg.reward_timeout, self.cfg.answer_fallback)
 
     def _sync_sampler(self) -> None:
-        if self._sampler_version != self._weights_version:
+        # A sampler whose weights were discarded (vLLM's level-2 sleep) needs them back even when
+        # the trainer's weights have not changed since the last sync.
+        if self._sampler_version != self._weights_version or getattr(self.sampler, "needs_sync", False):
             model = self.model if self.cfg.sampler == "vllm" else self.accelerator.unwrap_model(self.model)
             self.sampler.sync_weights(model)
             self._sampler_version = self._weights_version
@@ -613,7 +650,12 @@ class GRPOTrainer:
             self.tokenizer.save_pretrained(target)
         acc.wait_for_everyone()
 
+    def _stop_requested(self) -> bool:
+        """Whether any process received SIGTERM / SIGUSR1 (agreed on by all processes)."""
+        return self._max(1.0 if self._stop_signal is not None else 0.0) > 0
+
     def close(self) -> None:
+        restore_stop_handlers(self)
         if self.scorer is not None:
             self.scorer.close()
         if self.tb is not None:
@@ -621,10 +663,76 @@ class GRPOTrainer:
         self.sampler.close()
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # what SLURM sends before a preemption or the time limit
+
+
+def install_stop_handlers(trainer: GRPOTrainer) -> None:
+    """On SIGTERM / SIGUSR1 the trainer finishes its step, checkpoints and exits (no lost steps)."""
+    import signal
+    import threading
+
+    trainer._saved_handlers = {}
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        trainer._stop_signal = signum
+
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            trainer._saved_handlers[sig] = signal.signal(sig, handler)
+
+
+def restore_stop_handlers(trainer: GRPOTrainer) -> None:
+    import signal
+
+    for sig, old in getattr(trainer, "_saved_handlers", {}).items():
+        signal.signal(sig, old)
+    trainer._saved_handlers = {}
+
+
+def check_distributed(distributed_type: Any, sampler: str) -> None:
+    """Refuse the set-ups this trainer cannot run correctly, with the reason."""
+    from accelerate.utils import DistributedType
+
+    if distributed_type == DistributedType.DEEPSPEED:
+        # Accelerate's DeepSpeed backward steps the engine whenever sync_gradients is true, which
+        # no_sync does not change: every micro-batch would be an optimizer step.
+        raise IsosimError("DeepSpeed is not supported (its engine would take an optimizer step on every "
+                          "micro-batch of a GRPO step): use FSDP (fsdp_version 2) in the accelerate config")
+    if sampler == "hf" and distributed_type == DistributedType.FSDP:
+        raise IsosimError("the hf sampler needs the whole model on every process: use --sampler vllm "
+                          "with FSDP, or plain DDP")
+
+
+def fp32_gradient_reduction(plugin: Any) -> Any:
+    """bf16 compute, fp32 gradient reduction and accumulation under FSDP (Accelerate reduces in bf16).
+
+    With FSDP2, ``reduce_dtype=float32`` also makes gradients accumulated under ``no_sync`` (our
+    ~64 micro-batches of a step) fp32. Returns the policy set on ``plugin``.
+    """
+    import torch
+
+    if getattr(plugin, "fsdp_version", 1) == 2:
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        from torch.distributed.fsdp import MixedPrecision
+
+        policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
+    plugin.mixed_precision_policy = policy
+    return policy
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_args(argv)
-        GRPOTrainer(cfg).train()
+        trainer = GRPOTrainer(cfg)
+        trainer.train()
+        if getattr(trainer, "interrupted", False):
+            return 128 + int(trainer._stop_signal or 15)
     except IsosimError as exc:
         msg = " ".join(str(exc).split())  # one line, whatever a library put in the message
         print(f"error: {msg[:500]}", file=sys.stderr, flush=True)

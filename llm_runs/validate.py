@@ -486,8 +486,6 @@ FSDP_CONFIG = ROOT / "configs" / "accelerate_fsdp_8gpu.yaml"
 DDP_MAX_PARAMS = 3e9
 """Plain DDP keeps a full copy of weights, gradients and AdamW state on every GPU (~16 bytes per
 parameter in bf16 + fp32 Adam): models above ~3B parameters do not fit an 80 GB GPU that way."""
-SIGNAL_OPTIONS = ("checkpoint_on_signal", "save_on_signal")
-"""RunConfig settings (the first the trainer has) that save a checkpoint when SLURM signals a job."""
 
 
 def model_params(model: str) -> float | None:
@@ -555,23 +553,15 @@ def accelerate_command(run: RunSpec, opts: SlurmOptions) -> list[str]:
 
 def slurm_settings(model: str, settings: dict[str, Any], opts: SlurmOptions) -> tuple[dict[str, Any], list[str]]:
     """Run settings a SLURM plan needs: the vLLM sampler under FSDP (the hf sampler needs the whole
-    model on every process) unless one was chosen, and checkpoint-on-signal where the trainer has it."""
-    from dataclasses import fields
-
+    model on every process) unless one was chosen."""
     settings, notes = dict(settings), []
     kind, why = distributed_kind(model, opts)
     notes.append(f"distributed: {kind} ({why})")
     if kind == "fsdp" and "sampler" not in settings:
         settings["sampler"] = "vllm"
         notes.append("sampler: vllm (FSDP shards the model; the hf sampler needs it whole on every process)")
-    have = {f.name for f in fields(RunConfig)}
-    option = next((o for o in SIGNAL_OPTIONS if o in have), None)
-    if option and option not in settings:
-        settings[option] = True
-        notes.append(f"{option}: on (a preempted job saves a checkpoint when SLURM signals it)")
-    elif option is None:
-        notes.append("the trainer has no checkpoint-on-signal option: a preempted job loses up to save_every "
-                     "steps (lower --set save_every=... on preemptible partitions)")
+    notes.append("preemption: the trainer checkpoints and exits on SIGTERM / SIGUSR1 (untested under SLURM); "
+                 "a rerun resumes at that step")
     return settings, notes
 
 
