@@ -7,8 +7,9 @@ For a problem with ``c`` correct samples out of ``N`` and ``1 <= k <= N``:
 * worst@k = C(c, k) / C(N, k)              (P(all k drawn are correct))
 
 The binomial ratios are products, ``prod_{i<k} (top - i) / (N - i)``, which neither overflow nor
-lose precision for N up to a few thousand. Used by the TRL callback
-(``isosim.integrations.trl``); importable anywhere without torch or transformers.
+lose precision for N up to a few thousand. The one definition used by the GRPO runner
+(``llm_runs.metrics``) and the TRL callback (``isosim.integrations.trl``); importable anywhere
+without torch or transformers.
 """
 
 from __future__ import annotations
