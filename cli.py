@@ -168,6 +168,7 @@ def calibrate(
     precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
     answer_fallback: str = typer.Option("none", help="none (no \\boxed{}: reward 0) or last-number (as the runs score)"),
     batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
+    prompt_template: str = typer.Option("chat", help="chat (the tokenizer's chat template) or plain (as the runs' --prompt-template)"),
     vllm_memory: float = typer.Option(0.3, help="vllm: share of GPU memory for the engine (of host memory on CPU)"),
 ) -> None:
     """Measure the base model's pass rate on each problem: the profile explore/recommend/validate read."""
@@ -179,6 +180,7 @@ def calibrate(
                                  max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
                                  instruction=DEFAULT_INSTRUCTION if instruction is None else instruction,
                                  precision=precision, answer_fallback=answer_fallback, batch_size=batch_size,
+                                 prompt_template=prompt_template,
                                  vllm_gpu_memory_utilization=vllm_memory)
     run_calibration(settings, out=out, splits=splits, log=lambda s: typer.echo(s))
 

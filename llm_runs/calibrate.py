@@ -84,6 +84,8 @@ class CalibrateSettings:
             raise IsosimError(f"answer_fallback must be none or last-number, got {self.answer_fallback!r}")
         if not 0 < self.vllm_gpu_memory_utilization < 1:
             raise IsosimError("vllm_gpu_memory_utilization must lie in (0, 1)")
+        if self.prompt_template not in ("chat", "plain"):
+            raise IsosimError(f"prompt_template must be chat or plain, got {self.prompt_template!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise IsosimError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
 
