@@ -1,6 +1,6 @@
 """The simulator's prediction for the organism's Q1 sweeps, from its calibration profile alone.
 
-    python studies/organism_predict.py --calibration DIR/profile.json --splits DIR/splits \
+    python -m llm_runs.organism_predict --calibration DIR/profile.json --splits DIR/splits \
         --out studies/results/organism_prediction.json
 
 For each split (easy, hard) it writes the split's measured avg@16 rates as a profile, simulates
