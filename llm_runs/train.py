@@ -133,6 +133,7 @@ class GRPOTrainer:
         if acc.distributed_type == DistributedType.FSDP and use_bf16:
             fp32_gradient_reduction(acc.state.fsdp_plugin)
         self._stop_signal: int | None = None
+        self.interrupted = False  # set when a stop signal ended the run early (checkpoint saved)
         install_stop_handlers(self)
         torch.manual_seed(cfg.seed)
 
@@ -360,9 +361,9 @@ class GRPOTrainer:
         t = time.perf_counter()
         # A process whose groups were all filtered still runs a forward and backward (weight 0) on
         # one real sequence, so that DDP / FSDP collectives stay in step across processes.
-        self._filler = (batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0])
         m.update(self.update([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
-                             [batch.logprobs[i] for i in sel], sel_adv))
+                             [batch.logprobs[i] for i in sel], sel_adv,
+                             filler=(batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0])))
         m["time/train_s"] = time.perf_counter() - t
 
         # --- bookkeeping (global over processes) -------------------------------------------------
@@ -413,7 +414,6 @@ class GRPOTrainer:
         # synchronise inside them): processes with fewer sequences repeat one with weight 0, and a
         # process with none at all uses the filler sequence (weight 0).
         local_empty = not completions
-        filler = filler if filler is not None else getattr(self, "_filler", None)
         if local_empty:
             if filler is None:
                 raise ValueError("update: a process with no sequences needs a filler sequence")
@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = parse_args(argv)
         trainer = GRPOTrainer(cfg)
         trainer.train()
-        if getattr(trainer, "interrupted", False):
+        if trainer.interrupted:
             return 128 + int(trainer._stop_signal or 15)
     except IsosimError as exc:
         msg = " ".join(str(exc).split())  # one line, whatever a library put in the message

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +18,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 pytest.importorskip("math_verify")
 torch = pytest.importorskip("torch")
+
+from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.errors import IsosimError  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
@@ -34,18 +35,9 @@ def assets(tiny_assets):
 
 
 def argv(assets, out, **over):
-    args = {"model": assets["model"], "data": assets["data"], "val-size": 8, "n": 4, "b-p": 4, "budget": 48,
-            "max-new-tokens": 12, "eval-n": 4, "eval-points": 3, "save-every": 2, "lr": 1e-3, "out": str(out),
-            "micro-batch-size": 8, "recipe": "hard"}
-    args.update({k.replace("_", "-"): v for k, v in over.items()})
-    out = []
-    for k, v in args.items():
-        out += ([f"--{k}"] if v else [f"--no-{k}"]) if isinstance(v, bool) else [f"--{k}", str(v)]
-    return out
-
-
-def crc_reward(texts, golds):
-    return [float(zlib.crc32(t.encode()) % 2) for t in texts]
+    return cli_args({"model": assets["model"], "data": assets["data"], "val-size": 8, "n": 4, "b-p": 4,
+                     "budget": 48, "max-new-tokens": 12, "eval-n": 4, "eval-points": 3, "save-every": 2,
+                     "lr": 1e-3, "out": str(out), "micro-batch-size": 8, "recipe": "hard"}, **over)
 
 
 # --- defect 2: level-2 sleep discards the weights; the next use must sync them ----------------
@@ -240,24 +232,15 @@ def test_update_with_no_local_sequences_runs_a_real_forward(assets, tmp_path):
 # --- defect 8 (trainer side): checkpoint on the scheduler's signal ------------------------------
 
 
-def _jsonl(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-
-
-def _strip(rows):
-    return [{k: v for k, v in r.items() if k not in ("wall_s", "eval_s", "run_id") and not k.startswith("time/")}
-            for r in rows]
-
-
 def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tmp_path):
     over = dict(budget=80, save_every=100, eval_points=4)  # without the signal: a checkpoint only at the end
     ref = tmp_path / "ref"
     assert main(argv(assets, ref, **over)) == 0
     # the hf sampler records its agreement with the trainer too (fp32: float noise only)
-    steps = _jsonl(ref / "metrics.jsonl")
+    steps = read_jsonl(ref / "metrics.jsonl")
     assert len(steps) == 5 and all(0 <= s["sampler_logprob_gap_max"] < 1e-3 for s in steps)
     assert all(0 <= s["sampler_logprob_gap_mean"] <= s["sampler_logprob_gap_max"] for s in steps)
-    rows = _jsonl(ref / "records.jsonl")
+    rows = read_jsonl(ref / "records.jsonl")
     assert rows[0]["sampler_logprob_gap_max"] is None and all(r["sampler_logprob_gap_max"] < 1e-3 for r in rows[1:])
     out = tmp_path / "term"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the same threads as the reference: the same float sums
@@ -273,10 +256,10 @@ def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tm
     proc.wait(timeout=180)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
     state = json.loads((out / "checkpoint" / "trainer_state.json").read_text())
-    assert state["step"] == len(_jsonl(metrics)) >= 2  # every finished step is in the checkpoint
+    assert state["step"] == len(read_jsonl(metrics)) >= 2  # every finished step is in the checkpoint
     assert main(argv(assets, out, **over)) == 0
-    assert _strip(_jsonl(out / "records.jsonl")) == _strip(_jsonl(ref / "records.jsonl"))
-    assert _strip(_jsonl(out / "metrics.jsonl")) == _strip(_jsonl(ref / "metrics.jsonl"))
+    assert strip_volatile(read_jsonl(out / "records.jsonl")) == strip_volatile(read_jsonl(ref / "records.jsonl"))
+    assert strip_volatile(read_jsonl(out / "metrics.jsonl")) == strip_volatile(read_jsonl(ref / "metrics.jsonl"))
 
 
 def test_two_processes_when_one_has_every_group_filtered(assets, tmp_path):

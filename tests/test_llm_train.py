@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ pytest.importorskip("math_verify")
 torch = pytest.importorskip("torch")
 
 import pandas as pd  # noqa: E402
+from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.records import normalize  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
@@ -28,7 +28,6 @@ from llm_runs.train import GRPOTrainer, main  # noqa: E402
 
 pytestmark = pytest.mark.llm
 ROOT = Path(__file__).resolve().parents[1]
-VOLATILE = {"wall_s", "eval_s"}  # wall-clock columns differ between runs
 
 
 @pytest.fixture(scope="module")
@@ -37,19 +36,9 @@ def assets(tiny_assets):
 
 
 def argv(assets, out, **over):
-    args = {"model": assets["model"], "data": assets["data"], "val-size": 8, "n": 4, "b-p": 4, "budget": 96,
-            "max-new-tokens": 24, "eval-n": 4, "eval-points": 6, "save-every": 2, "lr": 1e-3, "out": str(out),
-            "micro-batch-size": 8}
-    args.update({k.replace("_", "-"): v for k, v in over.items()})
-    out = []
-    for k, v in args.items():
-        out += ([f"--{k}"] if v else [f"--no-{k}"]) if isinstance(v, bool) else [f"--{k}", str(v)]
-    return out
-
-
-def crc_reward(texts, golds):
-    """A deterministic reward with variance inside groups (the random model never boxes an answer)."""
-    return [float(zlib.crc32(t.encode()) % 2) for t in texts]
+    return cli_args({"model": assets["model"], "data": assets["data"], "val-size": 8, "n": 4, "b-p": 4,
+                     "budget": 96, "max-new-tokens": 24, "eval-n": 4, "eval-points": 6, "save-every": 2,
+                     "lr": 1e-3, "out": str(out), "micro-batch-size": 8}, **over)
 
 
 def test_one_step_changes_the_parameters(assets, tmp_path):
@@ -75,9 +64,9 @@ def test_decoupled_baseline_samples_n_est_and_updates_on_n(assets, tmp_path):
     seen = {}
     real_update = trainer.update
 
-    def spy(prompts, completions, logps, advantages):
+    def spy(prompts, completions, logps, advantages, filler=None):
         seen.update(n=len(completions), adv=list(advantages))
-        return real_update(prompts, completions, logps, advantages)
+        return real_update(prompts, completions, logps, advantages, filler=filler)
 
     trainer.update = spy
     trainer.train_step()
@@ -127,12 +116,6 @@ def test_hf_sampler_logprobs_match_the_trainer(assets):
     assert diff.abs().max().item() < 1e-4
 
 
-def _strip(rows, volatile):
-    return [{k: v for k, v in r.items() if k not in volatile and not k.startswith("time/")} for r in rows]
-
-
-def _jsonl(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
 def test_kill_and_resume_gives_the_same_records(assets, tmp_path):
@@ -156,14 +139,13 @@ def test_kill_and_resume_gives_the_same_records(assets, tmp_path):
     assert (out / "checkpoint" / "trainer_state.json").exists()
     # ... and rerun: it resumes from its checkpoint (step 2) and replays step 3
     assert main(argv(assets, out)) == 0
-    ref_rows, rows = _jsonl(ref_out / "records.jsonl"), _jsonl(out / "records.jsonl")
+    ref_rows, rows = read_jsonl(ref_out / "records.jsonl"), read_jsonl(out / "records.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 6]
-    volatile = VOLATILE | {"run_id"}
-    assert _strip(rows, volatile) == _strip(ref_rows, volatile)
-    assert _strip(_jsonl(out / "metrics.jsonl"), volatile) == _strip(_jsonl(ref_out / "metrics.jsonl"), volatile)
+    assert strip_volatile(rows) == strip_volatile(ref_rows)
+    assert strip_volatile(read_jsonl(out / "metrics.jsonl")) == strip_volatile(read_jsonl(ref_out / "metrics.jsonl"))
     # a finished run is not run again
     assert main(argv(assets, out)) == 0
-    assert len(_jsonl(out / "records.jsonl")) == 6
+    assert len(read_jsonl(out / "records.jsonl")) == 6
     # the records are a valid isosim records table
     df = normalize(pd.read_json(out / "records.jsonl", lines=True), source="test")
     assert df["rollouts"].tolist() == [0, 16, 32, 48, 64, 96]

@@ -19,6 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from llm_helpers import read_jsonl, strip_volatile  # noqa: E402
+
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
@@ -147,15 +149,6 @@ def test_release_sync_generate_cycle(engine):
 # --- end to end, in subprocesses (each starts its own engine) ----------------------------------
 
 
-def _jsonl(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-
-
-def _strip(rows):
-    return [{k: v for k, v in r.items() if k not in ("wall_s", "eval_s", "run_id") and not k.startswith("time/")}
-            for r in rows]
-
-
 def _train_args(tiny, out):
     return ["--model", tiny["model"], "--data", tiny["data"], "--val-size", "8", "--n", "4", "--b-p", "4",
             "--budget", "80", "--max-new-tokens", "16", "--max-prompt-tokens", "192", "--eval-n", "4",
@@ -172,7 +165,7 @@ def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
     r = subprocess.run([sys.executable, "-m", "llm_runs.train", *_train_args(tiny, ref)], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    rows, steps = _jsonl(ref / "records.jsonl"), _jsonl(ref / "metrics.jsonl")
+    rows, steps = read_jsonl(ref / "records.jsonl"), read_jsonl(ref / "metrics.jsonl")
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5] and rows[-1]["step"] == 5
     # the engine samples from the trainer's current weights at every step (fp32 on CPU)
     tol = 1e-3 if not torch.cuda.is_available() else 0.5  # fp32 vLLM-CPU; bf16 engine on a GPU
@@ -197,8 +190,8 @@ def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stdout
-    assert _strip(_jsonl(out / "records.jsonl")) == _strip(rows)
-    assert _strip(_jsonl(out / "metrics.jsonl")) == _strip(steps)
+    assert strip_volatile(read_jsonl(out / "records.jsonl")) == strip_volatile(rows)
+    assert strip_volatile(read_jsonl(out / "metrics.jsonl")) == strip_volatile(steps)
 
 
 def test_calibrate_with_vllm(tiny, tmp_path):

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 pytest.importorskip("math_verify")
+
+from llm_helpers import crc_reward  # noqa: E402
 
 from isosim.profiles import read_profile  # noqa: E402
 
@@ -83,10 +84,6 @@ def one_line_error(res, *words):
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     for w in words:
         assert w in lines[0], (w, lines[0])
-
-
-def crc_reward(texts, golds):
-    return [float(zlib.crc32(t.encode()) % 2) for t in texts]
 
 
 # --------------------------------------------------------------------------------------------

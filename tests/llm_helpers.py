@@ -1,0 +1,34 @@
+"""Helpers shared by the GRPO runner's tests (imported by name: pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+VOLATILE = frozenset({"wall_s", "eval_s", "run_id"})
+"""record columns that differ between an uninterrupted and a resumed run (wall clock, run name)"""
+
+
+def crc_reward(texts, golds):
+    """A deterministic 0/1 reward with variance inside groups (random models never box an answer)."""
+    return [float(zlib.crc32(t.encode()) % 2) for t in texts]
+
+
+def cli_args(defaults: dict, **over) -> list[str]:
+    """``--key value`` flags of ``llm_runs.train`` from ``defaults`` updated by ``over`` (``b_p`` ->
+    ``--b-p``); booleans become ``--key`` / ``--no-key``."""
+    args = {**defaults, **{k.replace("_", "-"): v for k, v in over.items()}}
+    out: list[str] = []
+    for k, v in args.items():
+        out += ([f"--{k}"] if v else [f"--no-{k}"]) if isinstance(v, bool) else [f"--{k}", str(v)]
+    return out
+
+
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def strip_volatile(rows, volatile=VOLATILE) -> list[dict]:
+    """Rows without the volatile columns and the per-step timings (``time/...``)."""
+    return [{k: v for k, v in r.items() if k not in volatile and not k.startswith("time/")} for r in rows]
