@@ -19,5 +19,9 @@ if __name__ == "__main__":
     trainer = GRPOTrainer(parse_args(sys.argv[1:]), reward_fn=reward, log=lambda s: None)
     trainer.train()
     m = trainer.metrics_log.rows() if trainer.accelerator.is_main_process else []
-    print(f"rank {os.environ.get('RANK')} done: steps {[r['step'] for r in m]} "
-          f"filtered {[r['reward/frac_filtered_groups'] for r in m]}", flush=True)
+    line = (f"rank {os.environ.get('RANK')} done: steps {[r['step'] for r in m]} "
+            f"filtered {[r['reward/frac_filtered_groups'] for r in m]}\n")
+    # One write() of the whole line: both ranks share the pipe, and a print's separate writes of
+    # the text and its newline can interleave with the other rank's line.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), line.encode())
