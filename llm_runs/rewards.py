@@ -10,7 +10,10 @@ Bounded work per answer, whatever the completion holds:
    instead (the GSM8K convention; useful for small models that rarely box), found by a regex
    over the last ``MAX_TAIL_CHARS`` characters only.
 3. An answer equal to the gold string after whitespace normalisation scores 1 without parsing.
-4. Otherwise math-verify parses both sides and compares them (sympy; never ``eval``), with its
+4. When both are plain decimal numbers (``-?digits[.digits]``) they are compared exactly as
+   decimals, without parsing (math-verify agrees on these: ``216`` = ``216.0`` = ``0216``); this
+   keeps scoring cheap for models that answer with bare numbers, most of them wrong.
+5. Otherwise math-verify parses both sides and compares them (sympy; never ``eval``), with its
    own time limits (``parsing_timeout`` and ``timeout_seconds``). Those limits use
    ``signal.alarm``, which works only in a process's main thread: call ``score`` from the main
    thread, or through ``RewardPool`` (a process pool), never from a thread pool. Elsewhere
@@ -23,6 +26,7 @@ import math
 import multiprocessing as mp
 import re
 import threading
+from decimal import Decimal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
@@ -33,6 +37,7 @@ MAX_TAIL_CHARS = 1_000
 FALLBACKS = ("none", "last-number")
 _OPENERS = ("\\boxed{", "\\fbox{")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?\Z")
 
 
 def extract_boxed(text: str, max_chars: int = MAX_ANSWER_CHARS, max_depth: int = MAX_DEPTH) -> str | None:
@@ -79,8 +84,11 @@ def score_one(completion: str, gold: str, timeout: float = 5.0, fallback: str = 
         answer = extract_last_number(completion)
     if answer is None or not answer:
         return 0.0
-    if _normalise(answer) == _normalise(gold):
+    a, g = _normalise(answer), _normalise(gold)
+    if a == g:
         return 1.0
+    if _PLAIN_NUMBER.match(a) and _PLAIN_NUMBER.match(g):
+        return 1.0 if Decimal(a) == Decimal(g) else 0.0
     if threading.current_thread() is not threading.main_thread():
         # math-verify's time limit (signal.alarm) cannot work here; refuse rather than risk a hang.
         return 0.0

@@ -59,11 +59,33 @@ def test_reward_refuses_math_verify_outside_the_main_thread():
     import threading
 
     out = {}
-    t = threading.Thread(target=lambda: out.update(a=score_one(r"\boxed{72.0}", "72"),
-                                                   b=score_one(r"\boxed{72}", "72")))
+    t = threading.Thread(target=lambda: out.update(a=score_one(r"\boxed{\frac{144}{2}}", "72"),
+                                                   b=score_one(r"\boxed{72}", "72"),
+                                                   c=score_one(r"\boxed{72.0}", "72")))
     t.start()
     t.join()
-    assert out == {"a": 0.0, "b": 1.0}  # the exact-match fast path needs no math-verify
+    assert out == {"a": 0.0, "b": 1.0, "c": 1.0}  # plain numbers need no math-verify
+
+
+PLAIN_PAIRS = [("216", "216"), ("216.0", "216"), ("0216", "216"), ("215", "216"), ("-3", "3"), ("-3", "-3"),
+               ("2.50", "2.5"), ("2.05", "2.5"), ("1000", "100"), ("0", "-0"), ("12", "1.2")]
+
+
+def test_plain_numbers_are_compared_without_math_verify_and_agree_with_it(monkeypatch):
+    from math_verify import parse, verify
+
+    expected = [float(verify(parse(f"\\boxed{{{g}}}"), parse(f"\\boxed{{{a}}}"))) for a, g in PLAIN_PAIRS]
+    assert 0.0 in expected and 1.0 in expected
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("math-verify was called for plain numbers")
+
+    import math_verify
+    monkeypatch.setattr(math_verify, "parse", refuse)
+    got = [score_one(f"\\boxed{{{a}}}", g) for a, g in PLAIN_PAIRS]
+    assert got == expected
+    assert score_one(" 112,208,216", "216", fallback="last-number") == 1.0
+    assert score_one(" 112,208,215", "216", fallback="last-number") == 0.0
 
 
 # --- advantages -----------------------------------------------------------------------------------
