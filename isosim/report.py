@@ -6,6 +6,8 @@ folder of runs) and ``isosim validate`` (real runs), so all three read results t
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,24 @@ def metric_column(metric: str) -> str:
     return METRIC_ALIASES.get(metric, metric)
 
 
+def is_sweep_store(path: str | Path) -> bool:
+    """True for an ``isosim explore``/``sweep`` store (a manifest, or a plan with a format number).
+
+    An ``isosim validate`` folder also has a ``plan.json`` (of another kind), beside ``runs/*/``:
+    it is read as a folder of runs.
+    """
+    path = Path(path)
+    if (path / "manifest.json").exists():
+        return True
+    plan = path / "plan.json"
+    if not plan.is_file():
+        return False
+    try:
+        return "format" in json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return True  # unreadable: let the store reader say what is wrong with it
+
+
 def load_records(path: str | Path) -> pd.DataFrame:
     """Records from a sweep store, a folder of runs (``*/records.jsonl``), or a table file."""
     path = Path(path)
@@ -30,7 +50,7 @@ def load_records(path: str | Path) -> pd.DataFrame:
         raise IsosimError(f"{path}: no such file or folder")
     if path.is_file():
         return records.read_table(path)
-    if (path / "manifest.json").exists() or (path / "plan.json").exists():
+    if is_sweep_store(path):
         from isosim.sweep import load_store
 
         return load_store(path)[1]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from isosim import analysis, sweep
+from isosim.errors import IsosimError
 from isosim.files import write_json
 from isosim.profiles import write_profile
 
@@ -35,13 +37,18 @@ def split_rates(calibration: Path, split_file: Path) -> list[float]:
     return [rates[i] for i in ids]
 
 
-def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200) -> dict:
+def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200, *,
+            n_values: list[int] = N_VALUES, b_p: int = B_P, seeds: list[int] = SEEDS,
+            max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE) -> dict:
     rates = split_rates(calibration, splits / f"{split}.jsonl")
     k = int(json.loads(calibration.read_text())["k"])
+    n_train = len(rates) - val_size
+    if n_train < b_p:
+        raise IsosimError(f"split {split!r} has {len(rates)} problems: too few for {val_size} validation "
+                          f"problems and a batch of {b_p}")
     profile = write_profile(work / f"{split}_profile.json", rates, k=k, source=str(calibration), split=split)
-    n_train = len(rates) - VAL_SIZE
-    plan = sweep.plan_for_preset(PRESET_OF[split], "q1", seeds=len(SEEDS), seed=SEEDS[0], budget_max=MAX_ROLLOUTS,
-                                 profile=str(profile), n_values=N_VALUES, b_p=B_P, n_train=n_train, n_val=VAL_SIZE)
+    plan = sweep.plan_for_preset(PRESET_OF[split], "q1", seeds=len(seeds), seed=seeds[0], budget_max=max_rollouts,
+                                 profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size)
     df = sweep.run_sweep(plan, work / f"sweep_{split}")
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
     fit = res.get("fit") or {}
@@ -50,21 +57,44 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
         "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
         "learning": res.get("learning"),
         "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
-        "n_values": N_VALUES, "seeds": SEEDS, "max_rollouts": MAX_ROLLOUTS, "b_p": B_P,
-        "train_problems": n_train, "val_problems": VAL_SIZE, "profile_mean": sum(rates) / len(rates),
+        "n_values": list(n_values), "seeds": list(seeds), "max_rollouts": float(max_rollouts), "b_p": b_p,
+        "train_problems": n_train, "val_problems": val_size, "profile_mean": sum(rates) / len(rates),
         "preset": PRESET_OF[split], "simulated_config": plan.base, "dropped": list(plan.dropped),
     }
 
 
-def main() -> None:
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", type=Path, required=True)
     ap.add_argument("--splits", type=Path, required=True)
     ap.add_argument("--work", type=Path, default=Path("runs/organism_prediction"))
     ap.add_argument("--out", type=Path, default=Path("studies/results/organism_prediction.json"))
-    args = ap.parse_args()
+    ap.add_argument("--split-names", default="easy,hard", help="splits to predict (files SPLITS/NAME.jsonl)")
+    # The design of the study's sweep is the default; smaller ones are for the quick chain.
+    ap.add_argument("--n-values", type=_ints, default=N_VALUES)
+    ap.add_argument("--b-p", type=int, default=B_P)
+    ap.add_argument("--seeds", type=_ints, default=SEEDS)
+    ap.add_argument("--max-rollouts", type=float, default=MAX_ROLLOUTS)
+    ap.add_argument("--val-size", type=int, default=VAL_SIZE)
+    ap.add_argument("--n-boot", type=int, default=200)
+    args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    out = {split: predict(split, args.calibration, args.splits, args.work) for split in ("easy", "hard")}
+    design = dict(n_values=args.n_values, b_p=args.b_p, seeds=args.seeds, max_rollouts=args.max_rollouts,
+                  val_size=args.val_size)
+    names = [s for s in args.split_names.split(",") if s]
+    unknown = [s for s in names if s not in PRESET_OF]
+    try:
+        if unknown:
+            raise IsosimError(f"unknown split {unknown[0]!r} (easy or hard)")
+        out = {split: predict(split, args.calibration, args.splits, args.work, args.n_boot, **design)
+               for split in names}
+    except IsosimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     write_json(args.out, out, indent=1)
     for split, p in out.items():
         print(f"{split}: n* {p['n_star']} over {len(p['budgets'])} budgets; n_sat {p['n_sat']} {p['n_sat_ci']}")

@@ -354,3 +354,20 @@ def test_bad_map_and_runs_file(tmp_path):
     bad.write_text("name,n\nx,2\n")
     with pytest.raises(IsosimError, match="'run' column"):
         load_runs(FIXTURES / "wandb_panel_train_reward.csv", runs_file=bad)
+
+
+def test_a_validate_folder_is_read_as_its_runs_not_as_a_sweep_store(tmp_path):
+    from isosim.report import is_sweep_store
+
+    (tmp_path / "plan.json").write_text(json.dumps({"request": {}, "runs": [], "ns": [2, 4]}))
+    for n in (2, 4):
+        run = tmp_path / "runs" / f"n{n}_bp4_s0"
+        run.mkdir(parents=True)
+        rows = [{"run_id": run.name, "n": n, "b_p": 4, "seed": 0, "step": s, "rollouts": 4.0 * n * s,
+                 "val_avg": 0.1 * s} for s in range(3)]
+        (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert not is_sweep_store(tmp_path)
+    df, line = load_runs(tmp_path)
+    assert sorted(df["n"].unique()) == [2, 4] and len(df) == 6 and "records.jsonl" in line
+    (tmp_path / "plan.json").write_text(json.dumps({"format": 1}))
+    assert is_sweep_store(tmp_path)  # a sweep plan carries its format number

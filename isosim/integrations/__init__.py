@@ -52,7 +52,9 @@ def _native(path: Path) -> str | None:
         missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
         raise IsosimError(f"{path}: neither an isosim records table (missing column(s) {missing}) nor a "
                           f"W&B export (no step column: expected one of {', '.join(STEP_COLUMNS)})")
-    if (path / "manifest.json").exists() or (path / "plan.json").exists():
+    from isosim.report import is_sweep_store
+
+    if is_sweep_store(path):
         return "an isosim sweep store"
     for pattern in ("records.jsonl", "*/records.jsonl", "*/*/records.jsonl"):
         if any(path.glob(pattern)):
