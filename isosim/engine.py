@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from isosim import advantage as adv
 from isosim import records
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
@@ -60,7 +61,7 @@ DIRECT_MAX = 64  # largest n sampled from uniforms (above it: numpy multinomial 
 CORRECT_ONLY = True  # runs that need only their correct draws draw only those (False: per-response counts)
 CHUNK = 64  # most steps of problem order and uniforms drawn per refill
 CHUNK_ROWS = 1 << 14  # ... and at most about this many (run, problem) rows per refill (cache-sized gathers)
-ADV_EPS = 1e-4  # GRPO's epsilon in (r - mean) / (std + eps)
+ADV_EPS = adv.SIM_EPS  # GRPO's epsilon in (r - mean) / (std + eps): the simulator's (see isosim.advantage)
 ADAM_EPS = 1e-8
 FEW_POPULATIONS = 4  # evaluation loops over populations up to this many, gathers above it
 EVAL_BLOCK = 1 << 23  # elements of gathered features per block of runs in an evaluation
@@ -178,15 +179,15 @@ def advantages(correct, mu, n_base, std_norm, var_factor=None):
     decoupled). Where ``std_norm`` [R, 1] (or ``True`` for every group) is true (GRPO) the
     advantage is divided by the unbiased sample std of those draws plus ``ADV_EPS``, as TRL does;
     elsewhere it is mean-only (Dr.GRPO). A group whose rewards are all equal gets zero for every response it drew.
-    ``var_factor`` may pass the precomputed ``n_base / max(n_base - 1, 1)``.
+    ``var_factor`` may pass the precomputed ``n_base / max(n_base - 1, 1)``. The formula is
+    :mod:`isosim.advantage`'s (the 0/1 group's mean and std from its correct draws).
     """
-    A = correct - mu[..., None]
-    if std_norm is not None:
-        if var_factor is None:
-            var_factor = n_base / (n_base - 1.0).clamp(min=1.0)
-        sd = (mu * (1.0 - mu)).clamp_(min=0.0).mul_(var_factor).sqrt_().add_(ADV_EPS)
-        A.div_((sd if std_norm is True else torch.where(std_norm, sd, 1.0))[..., None])
-    return A
+    if std_norm is None:
+        return adv.centre(correct, mu[..., None])
+    if var_factor is None:
+        var_factor = adv.bessel(n_base)
+    div = adv.divisor(adv.bernoulli_spread(mu, var_factor), ADV_EPS)
+    return adv.advantage(correct, mu[..., None], (div if std_norm is True else torch.where(std_norm, div, 1.0))[..., None])
 
 
 def logit_gradient(counts, A, pi, decoupled=None):
@@ -667,7 +668,7 @@ class _Batch:
         self.const = {
             "n": v["n"][:, None],
             "n_base": v["n_roll"][:, None],  # draws behind the baseline (n unless decoupled)
-            "var_factor": (v["n_roll"] / (v["n_roll"] - 1.0).clamp(min=1.0))[:, None],  # unbiased variance
+            "var_factor": adv.bessel(v["n_roll"])[:, None],  # unbiased variance
             "pg_scale": (-1.0 / (v["b_p"] * v["n"]))[:, None],  # loss normalisation, sign of descent
             "reg_scale": (1.0 / v["b_p"])[:, None],
             "spent": v["n_roll"] * v["b_p"],
@@ -900,7 +901,8 @@ def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: 
             counts = spread if counts is None else torch.where(b.const["co"][..., None], spread, counts)
         m_base = _baseline_correct(b, m, p)
         # ---- advantages and the policy-gradient direction in logit space ----------------------
-        A = advantages(correct, m_base / K_["n_base"], K_["n_base"], K_["std_norm"], K_["var_factor"])
+        A = advantages(correct, adv.bernoulli_baseline(m_base, K_["n_base"]), K_["n_base"], K_["std_norm"],
+                       K_["var_factor"])
         g_pg = logit_gradient(counts, A, pi, K_["is_dec"])
         # ---- which groups enter the loss, and the loss gradient -------------------------------
         keep, pg_scale, reg_scale = _loss_scales(b, m)
@@ -955,14 +957,13 @@ def _closed_step(b: _Batch, here, u, has_len: bool):
         m = (counts * here["correct"]).sum(-1)
     if b.any_co:  # (their counts, if any, stay 0: no length model, no tokens)
         m = draw_correct(b, p, u, m)
-    mu = _baseline_correct(b, m, p) / K_["n_base"]
-    one_mu = 1.0 - mu
-    pg = m * one_mu  # sum of the correct draws' advantages (before the std)
+    mu = adv.bernoulli_baseline(_baseline_correct(b, m, p), K_["n_base"])
+    pg = m * adv.centre(1.0, mu)  # sum of the correct draws' centred rewards (isosim.advantage)
     if b.decoupled:  # the baseline is not the group's own mean: the draws' advantages do not sum to 0
         pg -= K_["is_dec_g"] * (m - K_["n"] * mu) * p
     if K_["std_norm"] is not None:
-        sd = (mu * one_mu).mul_(K_["var_factor"]).sqrt_().add_(ADV_EPS)  # (mu in [0, 1])
-        pg /= sd if K_["std_norm"] is True else torch.where(K_["std_norm"], sd, 1.0)
+        div = adv.divisor(adv.bernoulli_spread(mu, K_["var_factor"]), ADV_EPS)
+        pg = adv.normalise(pg, div if K_["std_norm"] is True else torch.where(K_["std_norm"], div, 1.0))
     keep, pg_scale, reg_scale = _loss_scales(b, m)
     w = pg.mul_(pg_scale)
     if b.any_reg:

@@ -415,3 +415,38 @@ def test_hard_clusters_separate_hard_problems_and_change_nothing_else():
     assert SimConfig(**base).run_id != SimConfig(**base, hard_clusters=3).run_id
     with pytest.raises(IsosimError, match="hard_clusters"):
         SimConfig(hard_clusters=8)
+
+
+@pytest.mark.parametrize("extra", [{}, {"typicality": 0.5}, {"adv": "drgrpo"}])
+def test_the_advantage_is_defined_once_and_every_path_uses_it(monkeypatch, extra):
+    """isosim.advantage holds GRPO's advantage for every caller: perturbing its divisor (GRPO)
+    or its centring (Dr.GRPO) changes the default simulator path (closed form), the general path
+    (typicality features), the per-rollout reference and llm_runs' advantages; undoing the
+    perturbation gives the same records bit for bit."""
+    from isosim import advantage
+    from isosim.reference import train_per_rollout
+    from llm_runs.grpo import group_advantages
+
+    cfg = SimConfig(steps=20, eval_points=4, n_train=32, n_val=32, b_p=8, seed=1, **extra)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    kind = cfg.adv
+
+    def outputs():
+        return (simulate(cfg), train_per_rollout(cfg.replace(steps=5)), group_advantages(rewards, 4, 4, kind))
+
+    before = outputs()
+    if kind == "grpo":
+        monkeypatch.setattr(advantage, "divisor", lambda sd, eps: sd + 0.5)
+    else:
+        monkeypatch.setattr(advantage, "centre", lambda r, b: r - 0.9 * b)
+    perturbed = outputs()
+    monkeypatch.undo()
+    after = outputs()
+    metric = ["train_reward", "val_avg"]
+    # (runs are deterministic, as the last lines check: any difference is the perturbation's)
+    assert not np.array_equal(before[0][metric].to_numpy(), perturbed[0][metric].to_numpy())
+    assert not np.array_equal(before[1].train_reward.to_numpy(), perturbed[1].train_reward.to_numpy())
+    assert not torch.equal(before[2], perturbed[2])
+    pd.testing.assert_frame_equal(before[0], after[0], check_exact=True)
+    pd.testing.assert_frame_equal(before[1], after[1], check_exact=True)
+    assert torch.equal(before[2], after[2])
