@@ -54,6 +54,7 @@ import torch
 from isosim import advantage as adv
 from isosim import records
 from isosim.config import SimConfig
+from isosim.epochs import EpochSampler
 from isosim.errors import IsosimError
 from isosim.problems import Population, build, stack
 
@@ -82,15 +83,11 @@ class RunStreams:
         self.big = np.random.default_rng(big)
         self.evals = np.random.default_rng(evals)
         self.cfg = cfg
-        self._queue = np.empty(0, dtype=np.int64)
+        self.epochs = EpochSampler.from_generator(cfg.n_train, self.order)
 
     def problems(self, steps: int) -> np.ndarray:
         """The next ``steps`` batches of problem indices, epoch by epoch, [steps, b_p]."""
-        need = steps * self.cfg.b_p
-        while self._queue.size < need:
-            self._queue = np.concatenate([self._queue, self.order.permutation(self.cfg.n_train)])
-        out, self._queue = self._queue[:need], self._queue[need:]
-        return out.reshape(steps, self.cfg.b_p)
+        return self.epochs.next(steps * self.cfg.b_p).reshape(steps, self.cfg.b_p)
 
     def uniforms(self, steps: int) -> np.ndarray:
         """Uniforms for the direct count sampler, [steps, b_p, n]."""
