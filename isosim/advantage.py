@@ -107,5 +107,18 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")  # (no torch import: numpy callers need not load it)
 
 
-__all__ = ["SIM_EPS", "LLM_EPS", "KINDS", "baseline", "bernoulli_baseline", "spread", "bessel",
-           "bernoulli_spread", "divisor", "centre", "normalise", "advantage", "group_advantages"]
+__all__ = [
+    "KINDS",
+    "LLM_EPS",
+    "SIM_EPS",
+    "advantage",
+    "baseline",
+    "bernoulli_baseline",
+    "bernoulli_spread",
+    "bessel",
+    "centre",
+    "divisor",
+    "group_advantages",
+    "normalise",
+    "spread",
+]

@@ -43,7 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from isosim.files import dumps_json, jsonable
+from isosim.files import dumps_json
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
 from isosim.presets import get_preset
@@ -531,7 +531,7 @@ class Report:
         lines = []
         for key, val in s.items():
             flag = "OK " if val.get("holds") else "no "
-            lines.append(f"{key:8s} {flag} {_brief(key, val)}")
+            lines.append(f"{key:8s} {flag} {brief(key, val)}")
         return "\n".join(lines)
 
     def to_json(self) -> str:
@@ -539,7 +539,7 @@ class Report:
         return dumps_json(asdict(self), indent=1)
 
 
-def _brief(key: str, v: dict) -> str:
+def brief(key: str, v: dict) -> str:
     if key == "F1" or key.startswith("F1-"):
         return (f"n*(C)={v['n_star']} top={v['n_star_top']} gain={v['gain_pp']:.1f}pp over n={v['n_ref']} "
                 f"drop@max={v['drop_at_max_n_pp']:.1f}pp seeds={v['per_seed_holds']}")
@@ -580,7 +580,6 @@ def _r(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {x:.4f}" for k, x in d.items()) + "}"
 
 
-_jsonable = jsonable  # one converter for every JSON the project writes
 
 
 FINDINGS = ("F1", "F2", "F3", "F4", "F5", "F6", "F8", "F9")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from isosim.config import SimConfig
 from isosim import advantage as adv_
+from isosim.config import SimConfig
 from isosim.engine import ADV_EPS, feature_scale, init_params, logits
 from isosim.env import BanditVectorEnv
 from isosim.problems import build, stack

@@ -306,7 +306,7 @@ def plot_histogram(rates: np.ndarray, k: int, path: Path, title: str = "") -> li
     """Pass-rate histogram (bins of 1/k) with the easy and hard bands shaded."""
     from isosim import plots
 
-    fig, (ax,) = plots._figure()
+    fig, (ax,) = plots.figure()
     edges = np.linspace(-0.5 / k, 1 + 0.5 / k, k + 2)
     ax.hist(rates, bins=edges, color="#4c72b0", edgecolor="white")
     for name, (lo, hi), color in (("easy", BANDS["easy"], "#55a868"), ("hard", BANDS["hard"], "#c44e52")):

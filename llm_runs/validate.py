@@ -768,8 +768,8 @@ def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[s
     from isosim import plots
 
     ns = sorted(int(n) for n in df["n"].unique())
-    cmap, norm = plots._n_colors(ns)
-    fig, (ax1, ax2) = plots._figure(ncols=2)
+    cmap, norm = plots.n_colors(ns)
+    fig, (ax1, ax2) = plots.figure(ncols=2)
     for n in ns:
         color = cmap(norm(math.log2(n)))
         for _, g in df[df["n"] == n].groupby("run_id"):
@@ -795,7 +795,7 @@ def plot_validation(plan: ValidationPlan, df: Any, metric: str, frontier: dict[s
             ax.legend(uniq.values(), uniq.keys(), fontsize=8)
     written = plots.save(fig, folder / "reward_curves")
 
-    fig, (ax, axr) = plots._figure(ncols=2)
+    fig, (ax, axr) = plots.figure(ncols=2)
     curve = plan.predicted["curve"]
     ax.step(curve["budgets"], curve["n_star"], "o-", where="post", color="#4c72b0", ms=3,
             label=f"predicted n*(C) (simulator, {plan.predicted['source']})")
