@@ -13,7 +13,7 @@ these functions:
   (:func:`baseline`, :func:`spread`);
 * the simulator's general path (``isosim.engine.grpo.advantages``): per response, from the number
   of correct draws of a 0/1 group (:func:`bernoulli_baseline`, :func:`bernoulli_spread`);
-* the simulator's closed form (``isosim.engine.step``): the sum of the correct draws' centred
+* the simulator's closed form (``isosim.engine.grpo._closed_step``): the sum of the correct draws' centred
   rewards, ``m * centre(1, b)``, divided by the same :func:`divisor`.
 
 Change the formula here and every path changes (``tests/test_engine.py`` perturbs

@@ -245,7 +245,7 @@ def test_closed_form_step_equals_the_general_step(monkeypatch):
              base.replace(n=80, seed=5, kl=0.0, entropy=0.0, profile="hard", mean_len=50.0),
              base.replace(n=4, seed=6, kl=0.3, entropy=0.1, data_seed=7, profile="hard:0.5,easy:0.5",
                           hard_clusters=2)]
-    monkeypatch.setattr(engine, "CORRECT_ONLY", False)  # the same draws on both paths
+    monkeypatch.setattr(engine.streams, "CORRECT_ONLY", False)  # the same draws on both paths
     closed = simulate(cfgs)
     used = []
     original = LinearFeatures._closed_form
@@ -270,20 +270,20 @@ def test_correct_only_draws_have_the_law_of_the_multinomial(monkeypatch, n):
                      data_seed=0, lr=10.0)
     cfgs = [base.replace(seed=s) for s in range(300)]
     seen = []  # (correct draws, pass rate) of every group, as the update receives them
-    original = engine._baseline_correct
+    original = engine.grpo._baseline_correct
 
     def spy(b, m, p):
         seen.append((m.cpu().numpy().ravel(), p.cpu().numpy().ravel()))
         return original(b, m, p)
 
-    monkeypatch.setattr(engine, "_baseline_correct", spy)
+    monkeypatch.setattr(engine.grpo, "_baseline_correct", spy)
     binomial = simulate(cfgs)
     m, p = (np.concatenate(x) for x in zip(*seen))
     # the draws themselves: E m = n p and Var m = n p (1 - p), summed over ~1e5 groups
     z_mean = (m - n * p).sum() / np.sqrt((n * p * (1 - p)).sum())
     var_ratio = ((m - n * p) ** 2).sum() / (n * p * (1 - p)).sum()
     assert abs(z_mean) < 4 and abs(var_ratio - 1) < 0.03, (z_mean, var_ratio)
-    monkeypatch.setattr(engine, "CORRECT_ONLY", False)
+    monkeypatch.setattr(engine.streams, "CORRECT_ONLY", False)
     multinomial = simulate(cfgs)
     assert not np.allclose(binomial.train_reward, multinomial.train_reward)  # other draws, same law
     for col in ("train_reward", "val_avg"):
