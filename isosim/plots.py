@@ -92,7 +92,7 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
     """
     metric, x = result["metric"], result.get("x", "rollouts")
     pts = (analysis.record_breaking(df, metric, result.get("bin_width", 0.01), x)
-           if result.get("use_record_breaking", True) else analysis._prepare(df, metric, x))
+           if result.get("use_record_breaking", True) else analysis.prepare(df, metric, x))
     n_values = [int(n) for n in result["n_values"]]
     cmap, norm = n_colors(n_values)
     fig, (ax,) = figure()
