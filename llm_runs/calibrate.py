@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from isosim import files
 from isosim.errors import IsosimError
 from llm_runs.config import DEFAULT_INSTRUCTION, RunConfig
 from llm_runs.data import Problem, load_problems
@@ -293,11 +294,9 @@ def write_splits(problems: list[Problem], rates: np.ndarray, folder: Path) -> di
     written = {}
     for name, (lo, hi) in BANDS.items():
         path = folder / f"{name}.jsonl"
-        tmp = path.with_name(path.name + ".tmp")
         keep = [p for p, r in zip(problems, rates) if lo <= r <= hi]
-        tmp.write_text("".join(json.dumps({"id": p.id, "problem": p.problem, "answer": p.answer}) + "\n"
-                               for p in keep), encoding="utf-8")
-        os.replace(tmp, path)
+        files.atomic_write_text(path, "".join(files.dumps_json({"id": p.id, "problem": p.problem, "answer": p.answer})
+                                              + "\n" for p in keep))
         written[name] = str(path)
     return written
 

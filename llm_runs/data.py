@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from isosim import epochs
+from isosim import epochs, files
 from isosim.errors import IsosimError
 
 
@@ -151,12 +150,7 @@ def write_calibration(path: str | Path, ids: Sequence[str], rates: Sequence[floa
         raise IsosimError("calibration: pass rates must lie in [0, 1]")
     if int(k) < 1:
         raise IsosimError("calibration: k must be >= 1")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"ids": ids, "rates": rates, "k": int(k), "meta": meta or {}}), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return files.write_json(path, {"ids": ids, "rates": rates, "k": int(k), "meta": meta or {}}, indent=None)
 
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
