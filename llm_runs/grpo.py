@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import torch
 
-from isosim import advantage as _adv
+from isosim import advantage
 
-ADV_EPS = _adv.LLM_EPS  # (the simulator's differs; see isosim.advantage)
+ADV_EPS = advantage.LLM_EPS  # (the simulator's differs; see isosim.advantage)
 
 
 # --- advantages: the formula is isosim.advantage's, shared with the simulator ----------------
@@ -31,7 +31,7 @@ def group_advantages(rewards: torch.Tensor, n: int, n_est: int, kind: str = "grp
         raise ValueError(f"{rewards.numel()} rewards do not form whole groups of n_est={n_est}")
     if not 1 <= n <= n_est:
         raise ValueError(f"need 1 <= n <= n_est, got n={n}, n_est={n_est}")
-    return _adv.group_advantages(rewards.float().view(-1, n_est), n, kind, ADV_EPS)
+    return advantage.group_advantages(rewards.float().view(-1, n_est), n, kind, ADV_EPS)
 
 
 def zero_variance_groups(rewards: torch.Tensor, n_est: int) -> torch.Tensor:
