@@ -13,6 +13,7 @@ from typing import Any
 
 from isosim.config import SimConfig
 from isosim.errors import IsosimError
+from isosim.presets import get_preset
 
 QUESTIONS = ("q1", "q2", "q3")
 PLAN_FORMAT = 1
@@ -392,17 +393,6 @@ def _budget(base: SimConfig, budget: float | None) -> float:
     return float(budget)
 
 
-def _get_preset(name: str) -> dict:
-    """The preset's SimConfig fields (``{"profile": name}`` until isosim.presets exists)."""
-    try:
-        from isosim.presets import get_preset
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("isosim.presets",):
-            raise
-        return {"profile": name}
-    return dict(get_preset(name))
-
-
 _GRID_KEYS = {
     "q1": ("n_values", "b_p", "b_max"),
     "q2": ("n_values", "total_batch", "b_max"),
@@ -432,7 +422,7 @@ def plan_for_preset(
     question = str(question).lower()
     if question not in QUESTIONS:
         raise IsosimError(f"unknown question {question!r} (use {', '.join(QUESTIONS)})")
-    preset = _get_preset(preset_name)
+    preset = dict(get_preset(preset_name))
     fields = {f.name for f in dataclasses.fields(SimConfig)}
     grid_keys = _GRID_KEYS[question]
     settings: dict[str, Any] = {}

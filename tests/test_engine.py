@@ -120,6 +120,20 @@ def test_unbiased_estimators_on_hand_made_cases():
     np.testing.assert_allclose(worst, [0.0, 0.0, 1 / 70, 1.0])
 
 
+def test_the_engine_estimator_is_the_estimator_module_one_to_rounding():
+    """The sampled evaluation's exact-binomial best@k / worst@k (isosim.estimators) agree with the
+    product form every other caller uses, to rounding, and with the enumeration on a small case."""
+    from isosim import estimators
+
+    rng = np.random.default_rng(0)
+    for N, k in ((4, 4), (32, 4), (100, 8), (512, 16)):
+        c = rng.integers(0, N + 1, 500)
+        best, worst = (np.asarray(x, dtype=float) for x in unbiased_best_worst(c, N, k))
+        np.testing.assert_allclose(best, estimators.best_at_k(c, N, k), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(worst, estimators.worst_at_k(c, N, k), rtol=0, atol=1e-14)
+    assert unbiased_best_worst is estimators.exact_best_worst  # one module holds the estimators
+
+
 def test_seeded_runs_are_bit_for_bit_reproducible():
     cfgs = [SimConfig(n=n, budget=4000, seed=s, kl=0.5, entropy=0.01, **SMALL) for n in (4, 80) for s in (0, 1)]
     a, b = simulate(cfgs), simulate(cfgs)

@@ -3,14 +3,13 @@ policies (general and closed form), sampled estimates, and when a run is evaluat
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from isosim import records
 from isosim.config import SimConfig
 from isosim.engine.policies import LinearFeatures, logits
+from isosim.estimators import exact_best_worst as unbiased_best_worst
 from isosim.problems import Population
 
 FEW_POPULATIONS = 4  # evaluation loops over populations up to this many, gathers above it
@@ -82,14 +81,6 @@ def _by_population(pop_idx) -> list[tuple[int, torch.Tensor]]:
     if len(set(ids)) == 1:
         return [(ids[0], torch.arange(len(ids), device=pop_idx.device))]
     return [(s, (pop_idx == s).nonzero().squeeze(-1)) for s in dict.fromkeys(ids)]
-
-
-def unbiased_best_worst(c: np.ndarray, N: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unbiased best@k = 1 - C(N-c, k)/C(N, k) and worst@k = C(c, k)/C(N, k) from c of N."""
-    total = math.comb(N, k)
-    best = 1.0 - np.array([math.comb(N - int(x), k) for x in c]) / total
-    worst = np.array([math.comb(int(x), k) for x in c]) / total
-    return best, worst
 
 
 def evaluate(z, pop: Population, pop_idx, logpi0_all, k: int) -> tuple[dict[str, np.ndarray], torch.Tensor]:
