@@ -68,8 +68,10 @@ def bessel(n):
 
 def bernoulli_spread(mu, bessel_factor):
     """:func:`spread` of a 0/1 group from its mean ``mu``: ``sqrt(mu (1 - mu) * bessel)``."""
-    var = (mu * (1.0 - mu)).clip(min=0.0) * bessel_factor
-    return var.sqrt() if _is_torch(var) else np.sqrt(var)
+    var = mu * (1.0 - mu)
+    if _is_torch(var):
+        return (var.clip(min=0.0) * bessel_factor).sqrt()
+    return np.sqrt(np.maximum(var, 0.0) * bessel_factor)
 
 
 def divisor(sd, eps: float):
