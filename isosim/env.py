@@ -21,6 +21,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from isosim.config import SimConfig
+from isosim.epochs import EpochSampler
 from isosim.problems import build
 
 from isosim.env_id import ENV_ID  # noqa: E402  (one name for the id, shared with isosim/__init__)
@@ -79,19 +80,17 @@ class BanditVectorEnv(VectorEnv):
         self.single_action_space = spaces.Discrete(self.correct.shape[1])
         self.observation_space = spaces.MultiDiscrete(np.full(num_envs, self.correct.shape[0]))
         self.action_space = spaces.MultiDiscrete(np.full(num_envs, self.correct.shape[1]))
-        self._queue = np.empty(0, dtype=np.int64)
+        self._epochs: EpochSampler | None = None
         self._obs: np.ndarray | None = None
 
     def _next_groups(self) -> np.ndarray:
-        groups = self.num_envs // self.group_size
-        while self._queue.size < groups:  # epoch-wise shuffling, as the engine does
-            self._queue = np.concatenate([self._queue, self.np_random.permutation(self.correct.shape[0])])
-        take, self._queue = self._queue[:groups], self._queue[groups:]
-        return np.repeat(take, self.group_size)
+        # epoch-wise shuffling, as the engine does (one sampler: isosim.epochs)
+        return np.repeat(self._epochs.next(self.num_envs // self.group_size), self.group_size)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self._queue = np.empty(0, dtype=np.int64)
+        n = self.correct.shape[0]  # (the env's np_random as it is when an epoch starts, as gymnasium expects)
+        self._epochs = EpochSampler(n, lambda epoch: self.np_random.permutation(n))
         self._obs = self._next_groups()
         return self._obs.copy(), {}
 

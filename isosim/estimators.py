@@ -7,12 +7,16 @@ For a problem with ``c`` correct samples out of ``N`` and ``1 <= k <= N``:
 * worst@k = C(c, k) / C(N, k)              (P(all k drawn are correct))
 
 The binomial ratios are products, ``prod_{i<k} (top - i) / (N - i)``, which neither overflow nor
-lose precision for N up to a few thousand. The one definition used by the GRPO runner
+lose precision for N up to a few thousand. :func:`exact_best_worst` computes best@k and worst@k
+from exact integer binomials instead (the simulator's sampled evaluation, whose stored records were
+made with it); the two agree to rounding (~1e-16). The one definition used by the GRPO runner
 (``llm_runs.metrics``) and the TRL callback (``isosim.integrations.trl``); importable anywhere
 without torch or transformers.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -61,3 +65,14 @@ def summarize(correct: np.ndarray, n: int, k: int) -> dict[str, float]:
         "val_worst": float(worst_at_k(correct, n, k).mean()),
         "k": int(k),
     }
+
+
+def exact_best_worst(correct: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-problem best@k and worst@k from exact integer binomials, ``1 - C(N - c, k) / C(N, k)``
+    and ``C(c, k) / C(N, k)``: :func:`best_at_k` and :func:`worst_at_k` to rounding, in the form
+    the simulator's sampled evaluation uses (``isosim.engine``)."""
+    c = _check(correct, n, k)
+    total = math.comb(n, k)
+    best = 1.0 - np.array([math.comb(n - int(x), k) for x in c]) / total
+    worst = np.array([math.comb(int(x), k) for x in c]) / total
+    return best, worst

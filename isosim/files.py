@@ -69,7 +69,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def jsonable(obj: Any) -> Any:
-    """Plain Python types for json: numpy scalars and arrays unwrapped, NaN/inf -> None."""
+    """Plain Python types for json: numpy scalars, arrays and 0-d tensors unwrapped, NaN/inf -> None."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, np.ndarray)):
@@ -80,6 +80,8 @@ def jsonable(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, (float, np.floating)):
         return float(obj) if math.isfinite(obj) else None
+    if hasattr(obj, "item") and not isinstance(obj, str):  # a 0-d array or tensor (torch's too)
+        return jsonable(obj.item())
     return obj
 
 

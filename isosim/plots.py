@@ -28,7 +28,7 @@ STYLE = "seaborn-v0_8-whitegrid"
 CMAP = "viridis"
 
 
-def _figure(ncols: int = 1, size: tuple[float, float] = (6.4, 4.4)) -> tuple[Figure, list[Axes]]:
+def figure(ncols: int = 1, size: tuple[float, float] = (6.4, 4.4)) -> tuple[Figure, list[Axes]]:
     """A Figure on an Agg canvas with ``ncols`` axes in the seaborn whitegrid style."""
     from matplotlib import style
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -41,7 +41,7 @@ def _figure(ncols: int = 1, size: tuple[float, float] = (6.4, 4.4)) -> tuple[Fig
     return fig, axes
 
 
-def _n_colors(n_values: Sequence[int]) -> tuple[Colormap, Normalize]:
+def n_colors(n_values: Sequence[int]) -> tuple[Colormap, Normalize]:
     """Colour map and norm over log2 n."""
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -53,7 +53,7 @@ def _n_colors(n_values: Sequence[int]) -> tuple[Colormap, Normalize]:
 def _n_colorbar(fig: Figure, ax: Axes, n_values: Sequence[int], label: str = "n") -> None:
     from matplotlib.cm import ScalarMappable
 
-    cmap, norm = _n_colors(n_values)
+    cmap, norm = n_colors(n_values)
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label)
     bar.set_ticks(np.log2(n_values), labels=[str(n) for n in n_values])
 
@@ -92,10 +92,10 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
     """
     metric, x = result["metric"], result.get("x", "rollouts")
     pts = (analysis.record_breaking(df, metric, result.get("bin_width", 0.01), x)
-           if result.get("use_record_breaking", True) else analysis._prepare(df, metric, x))
+           if result.get("use_record_breaking", True) else analysis.prepare(df, metric, x))
     n_values = [int(n) for n in result["n_values"]]
-    cmap, norm = _n_colors(n_values)
-    fig, (ax,) = _figure()
+    cmap, norm = n_colors(n_values)
+    fig, (ax,) = figure()
     for n in n_values:
         color = cmap(norm(np.log2(n)))
         p = pts[(pts["n"] == n) & (pts[x] > 0)]
@@ -126,7 +126,7 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     n_sat, on log-log axes; budgets without learning are greyed."""
     b, n_star = np.asarray(result["budgets"]), np.asarray(result["n_star"], dtype=float)
     fit = result["fit"]
-    fig, (ax,) = _figure()
+    fig, (ax,) = figure()
     band = result.get("n_star_band")
     if band:
         ax.fill_between(b, band["lo"], band["hi"], step="mid", alpha=0.25, color="C0",
@@ -182,7 +182,7 @@ def plot_metric_split(split: dict[str, dict[str, Any]], path: str | Path) -> lis
     """n*(C) of each metric (e.g. best@k: coverage, worst@k: sharpening) on shared axes."""
     if not split:
         raise IsosimError("plot_metric_split needs at least one metric")
-    fig, (ax,) = _figure()
+    fig, (ax,) = figure()
     for i, (metric, res) in enumerate(split.items()):
         b = np.asarray(res["budgets"])
         ax.step(b, res["n_star"], where="mid", color=f"C{i}", lw=2, label=f"{metric}: n*")
@@ -208,8 +208,8 @@ def plot_hist_evolution(
     if not budgets:
         raise IsosimError("plot_hist_evolution needs at least one budget")
     n_values = [int(n) for n in n_values]
-    cmap, norm = _n_colors(n_values)
-    fig, axes = _figure(len(budgets), size=(4.8, 3.8))
+    cmap, norm = n_colors(n_values)
+    fig, axes = figure(len(budgets), size=(4.8, 3.8))
     edges = np.arange(HIST_BINS) / HIST_BINS
     width = 1.0 / HIST_BINS / (len(n_values) + 0.5)
     for ax, budget in zip(axes, budgets):

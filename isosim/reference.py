@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from isosim import advantage as adv_
 from isosim.config import SimConfig
 from isosim.engine import ADV_EPS, feature_scale, init_params, logits
 from isosim.env import BanditVectorEnv
@@ -54,9 +55,9 @@ def train_per_rollout(cfg: SimConfig, *, eval_every: int = 1) -> pd.DataFrame:
         actions = torch.multinomial(rollout_logpi.detach().exp(), 1, generator=gen).squeeze(-1)
         obs, rewards, _, _, _ = env.step(actions.numpy())
         r = torch.as_tensor(rewards).view(-1, cfg.n)  # the GRPO group is a reshape
-        adv = r - r.mean(1, keepdim=True)
-        if cfg.adv == "grpo":
-            adv = adv / (r.std(1, keepdim=True) + ADV_EPS) if cfg.n > 1 else adv * 0
+        # (a group of one has no std; its centred reward is exactly 0 anyway)
+        div = adv_.divisor(adv_.spread(r, 1), ADV_EPS) if cfg.adv == "grpo" and cfg.n > 1 else None
+        adv = adv_.advantage(r, adv_.baseline(r, 1), div)
         keep = torch.ones(cfg.b_p, dtype=torch.bool)
         if cfg.zero_var_filter:
             keep = (r.max(1).values > r.min(1).values)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from isosim import files
 from isosim.errors import IsosimError
 from llm_runs.config import DEFAULT_INSTRUCTION, RunConfig
 from llm_runs.data import Problem, load_problems
@@ -293,11 +294,9 @@ def write_splits(problems: list[Problem], rates: np.ndarray, folder: Path) -> di
     written = {}
     for name, (lo, hi) in BANDS.items():
         path = folder / f"{name}.jsonl"
-        tmp = path.with_name(path.name + ".tmp")
         keep = [p for p, r in zip(problems, rates) if lo <= r <= hi]
-        tmp.write_text("".join(json.dumps({"id": p.id, "problem": p.problem, "answer": p.answer}) + "\n"
-                               for p in keep), encoding="utf-8")
-        os.replace(tmp, path)
+        files.atomic_write_text(path, "".join(files.dumps_json({"id": p.id, "problem": p.problem, "answer": p.answer})
+                                              + "\n" for p in keep))
         written[name] = str(path)
     return written
 
@@ -306,7 +305,7 @@ def plot_histogram(rates: np.ndarray, k: int, path: Path, title: str = "") -> li
     """Pass-rate histogram (bins of 1/k) with the easy and hard bands shaded."""
     from isosim import plots
 
-    fig, (ax,) = plots._figure()
+    fig, (ax,) = plots.figure()
     edges = np.linspace(-0.5 / k, 1 + 0.5 / k, k + 2)
     ax.hist(rates, bins=edges, color="#4c72b0", edgecolor="white")
     for name, (lo, hi), color in (("easy", BANDS["easy"], "#55a868"), ("hard", BANDS["hard"], "#c44e52")):

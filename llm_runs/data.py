@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from isosim import epochs, files
 from isosim.errors import IsosimError
 
 
@@ -150,12 +150,7 @@ def write_calibration(path: str | Path, ids: Sequence[str], rates: Sequence[floa
         raise IsosimError("calibration: pass rates must lie in [0, 1]")
     if int(k) < 1:
         raise IsosimError("calibration: k must be >= 1")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"ids": ids, "rates": rates, "k": int(k), "meta": meta or {}}), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return files.write_json(path, {"ids": ids, "rates": rates, "k": int(k), "meta": meta or {}}, indent=None)
 
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
@@ -214,33 +209,22 @@ def build_prompt(tokenizer: Any, problem: str, template: str, instruction: str,
 # --- batch order ----------------------------------------------------------------------------
 
 
-class EpochSampler:
+class EpochSampler(epochs.EpochSampler):
     """Draws batches of problem indices: a fresh seeded permutation every epoch.
 
-    A batch that runs past the end of an epoch continues into the next epoch's permutation, so
-    every problem is seen once per epoch. The whole state is ``(epoch, pos)``: the permutation of
-    epoch ``e`` is a pure function of ``(seed, e)``, which makes resuming exact.
+    :class:`isosim.epochs.EpochSampler` with seeded epochs (:func:`isosim.epochs.seeded_order`),
+    batches as lists and a checkpoint state. A batch that runs past the end of an epoch continues
+    into the next epoch's permutation, so every problem is seen once per epoch. The whole state is
+    ``(epoch, pos)``: the permutation of epoch ``e`` is a pure function of ``(seed, e)``, which
+    makes resuming exact.
     """
 
     def __init__(self, num_items: int, seed: int, epoch: int = 0, pos: int = 0):
-        if num_items < 1:
-            raise IsosimError("no training problems left to sample from")
-        self.num_items, self.seed, self.epoch, self.pos = num_items, seed, epoch, pos
-        self._perm = self._permutation(epoch)
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch, 0xE90C]).permutation(self.num_items)
+        super().__init__(num_items, epochs.seeded_order(num_items, seed), epoch, pos)
+        self.seed = seed
 
     def next(self, size: int) -> list[int]:
-        out: list[int] = []
-        while len(out) < size:
-            if self.pos == self.num_items:
-                self.epoch, self.pos = self.epoch + 1, 0
-                self._perm = self._permutation(self.epoch)
-            take = min(size - len(out), self.num_items - self.pos)
-            out.extend(self._perm[self.pos:self.pos + take].tolist())
-            self.pos += take
-        return out
+        return super().next(size).tolist()
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "pos": self.pos, "num_items": self.num_items, "seed": self.seed}
@@ -248,5 +232,4 @@ class EpochSampler:
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state.get("num_items") != self.num_items or state.get("seed") != self.seed:
             raise IsosimError("checkpoint: the training set or seed differs from the one it was saved with")
-        self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
-        self._perm = self._permutation(self.epoch)
+        self.seek(int(state["epoch"]), int(state["pos"]))

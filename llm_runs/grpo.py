@@ -13,27 +13,16 @@ With ``n_est == n`` this is textbook GRPO; with ``n_est > n`` it is the *decoupl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
-ADV_EPS = 1e-6
+from isosim import advantage
+
+ADV_EPS = advantage.LLM_EPS  # (the simulator's differs; see isosim.advantage)
 
 
-# --- advantages -----------------------------------------------------------------------------
-
-
-def _grpo(r: torch.Tensor, n: int) -> torch.Tensor:
-    """(r - mean) / (std + eps), std with Bessel's correction over the n_est group (as TRL/verl)."""
-    return (r[:, :n] - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + ADV_EPS)
-
-
-def _drgrpo(r: torch.Tensor, n: int) -> torch.Tensor:
-    """r - mean: Dr.GRPO drops the std normalisation (no difficulty re-weighting)."""
-    return r[:, :n] - r.mean(dim=1, keepdim=True)
-
-
-ADVANTAGE_FNS: dict[str, Callable[[torch.Tensor, int], torch.Tensor]] = {"grpo": _grpo, "drgrpo": _drgrpo}
+# --- advantages: the formula is isosim.advantage's, shared with the simulator ----------------
 
 
 def group_advantages(rewards: torch.Tensor, n: int, n_est: int, kind: str = "grpo") -> torch.Tensor:
@@ -42,7 +31,7 @@ def group_advantages(rewards: torch.Tensor, n: int, n_est: int, kind: str = "grp
         raise ValueError(f"{rewards.numel()} rewards do not form whole groups of n_est={n_est}")
     if not 1 <= n <= n_est:
         raise ValueError(f"need 1 <= n <= n_est, got n={n}, n_est={n_est}")
-    return ADVANTAGE_FNS[kind](rewards.float().view(-1, n_est), n)
+    return advantage.group_advantages(rewards.float().view(-1, n_est), n, kind, ADV_EPS)
 
 
 def zero_variance_groups(rewards: torch.Tensor, n_est: int) -> torch.Tensor:

@@ -19,12 +19,12 @@ line) disappear and are written again, identically, when the steps are replayed.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from isosim import files
 from isosim.errors import IsosimError
 
 STATE_FILE = "trainer_state.json"
@@ -35,15 +35,6 @@ RESUMABLE_CHANGES = frozenset({
 })
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become null, numpy scalars become Python numbers."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
-        return _clean(value.item())
-    return value
-
-
 class JsonlLog:
     """An append-only JSON Lines file that can be cut back to a byte size on resume."""
 
@@ -51,7 +42,7 @@ class JsonlLog:
         self.path, self.fsync = Path(path), fsync
 
     def append(self, row: dict[str, Any]) -> None:
-        line = json.dumps({k: _clean(v) for k, v in row.items()}, allow_nan=False)
+        line = files.dumps_json(row)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -100,13 +91,8 @@ def read_state(ckpt: Path) -> dict[str, Any]:
 
 
 def write_state(folder: Path, state: dict[str, Any]) -> None:
-    path = folder / STATE_FILE
-    tmp = folder / (STATE_FILE + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(state, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # (the state as json.dumps writes it: the trainer reads back exactly what it saved)
+    files.atomic_write_text(folder / STATE_FILE, json.dumps(state))
 
 
 def commit_checkpoint(out: Path, tmp: Path) -> Path:
@@ -123,10 +109,9 @@ def commit_checkpoint(out: Path, tmp: Path) -> Path:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a JSON file atomically (temp file + rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write a run folder's JSON file: :func:`isosim.files.write_json` (atomic with fsync, no NaN
+    literals), in the run folder's layout (indent 2, sorted keys)."""
+    files.write_json(path, data, indent=2, sort_keys=True, mkdir=False)
 
 
 def read_state_json(path: Path) -> dict[str, Any]:

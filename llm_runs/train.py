@@ -40,7 +40,6 @@ Compute accounting: ``rollouts`` counts every sampled completion (including base
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 import sys
@@ -53,20 +52,33 @@ import numpy as np
 
 from isosim.errors import IsosimError
 from llm_runs import runlog
-from llm_runs.config import RunConfig, lr_at, parse_args
-from llm_runs.data import (EpochSampler, Problem, build_prompt, filter_by_pass_rate, load_problems,
-                           read_calibration, split_train_val)
-from llm_runs.metrics import histogram_columns, summarize_eval
+from llm_runs.config import RunConfig, parse_args
+from llm_runs.data import (
+    EpochSampler,
+    Problem,
+    build_prompt,
+    filter_by_pass_rate,
+    load_problems,
+    read_calibration,
+    split_train_val,
+)
+from llm_runs.policy_update import PolicyUpdate
+from llm_runs.processes import (  # noqa: F401  (STOP_SIGNALS and the TAG_* named here as before)
+    STOP_SIGNALS,
+    TAG_TRAIN,
+    TAG_TRAIN_EVAL,
+    TAG_VAL,
+    check_distributed,
+    derive_seed,
+    fp32_gradient_reduction,
+    install_stop_handlers,
+    restore_stop_handlers,
+)
+from llm_runs.trainer_eval import Evaluation
 
 SPLIT_SEED = 0  # the train/validation split ignores --seed: runs of a sweep share one validation set
-TAG_TRAIN, TAG_VAL, TAG_TRAIN_EVAL = 0, 1, 2
 
 RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
-
-
-def derive_seed(*parts: int) -> int:
-    """A 31-bit seed that is a pure function of ``parts`` (e.g. (seed, step, rank, tag))."""
-    return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def eval_steps(total_steps: int, points: int) -> list[int]:
@@ -98,9 +110,11 @@ def load_data(cfg: RunConfig) -> tuple[list[Problem], list[Problem]]:
         train = [train[i] for i in sorted(keep.tolist())]
     return train, val
 
+class GRPOTrainer(PolicyUpdate, Evaluation):
+    """Holds the run's state; ``train()`` runs it to its budget, resuming from OUT if possible.
 
-class GRPOTrainer:
-    """Holds the run's state; ``train()`` runs it to its budget, resuming from OUT if possible."""
+    The policy update lives in :mod:`llm_runs.policy_update`, evaluation in
+    :mod:`llm_runs.trainer_eval`, per-process seeds and signals in :mod:`llm_runs.processes`."""
 
     def __init__(self, cfg: RunConfig, reward_fn: RewardFn | None = None, log: Callable[[str], None] | None = None):
         self.cfg = cfg
@@ -390,198 +404,6 @@ class GRPOTrainer:
         return m
 
     # ------------------------------------------------------------------------------------------
-    # the policy update
-    # ------------------------------------------------------------------------------------------
-    def update(self, prompts: list[list[int]], completions: list[list[int]], sampler_logps: list[list[float]],
-               advantages: list[float], filler: tuple[list[int], list[int], list[float]] | None = None
-               ) -> dict[str, float]:
-        """``num_iterations`` optimizer steps on these sequences, in micro-batches (see grpo.py)."""
-        import torch
-
-        from llm_runs import grpo
-
-        cfg, acc, model = self.cfg, self.accelerator, self.model
-        mb = cfg.micro_batch_size
-        num_tokens, num_seqs = self._sum([float(sum(len(c) for c in completions)), float(len(completions))])
-        stats = {"loss/pg": 0.0, "loss/kl": 0.0, "policy/entropy": 0.0, "policy/clip_frac": 0.0,
-                 "policy/tis_weight": 0.0, "policy/tis_frac_capped": 0.0, "loss/total": 0.0,
-                 "sampler_logprob_gap_mean": 0.0}
-        gap_max = 0.0
-        if num_seqs == 0 or num_tokens == 0:  # every group filtered: no gradient this step
-            return {**stats, "optim/lr": lr_at(cfg, self.step), "optim/grad_norm": 0.0, "optim/skipped": 1.0,
-                    "sampler_logprob_gap_max": 0.0}
-        # Every process must run the same number of forward and backward passes (DDP and FSDP
-        # synchronise inside them): processes with fewer sequences repeat one with weight 0, and a
-        # process with none at all uses the filler sequence (weight 0).
-        local_empty = not completions
-        if local_empty:
-            if filler is None:
-                raise ValueError("update: a process with no sequences needs a filler sequence")
-            prompts, completions, sampler_logps, advantages = [filler[0]], [filler[1]], [filler[2]], [0.0]
-        n_micro = int(self._max(float(0 if local_empty else math.ceil(len(completions) / mb))))
-        chunks = [list(range(i * mb, min((i + 1) * mb, len(completions)))) for i in range(n_micro)]
-        chunks = [(c, 0.0 if local_empty else 1.0) if c else ([0], 0.0) for c in chunks]
-        old_logps: list[torch.Tensor | None] = [None] * n_micro
-        ref_logps: list[torch.Tensor | None] = [None] * n_micro  # computed once, reused by every iteration
-        if cfg.num_iterations > 1:  # pi_old must be frozen before the first optimizer step
-            with torch.no_grad():
-                for k, (c, _) in enumerate(chunks):
-                    if c:
-                        old_logps[k] = self._forward(model, prompts, completions, c, with_entropy=False)[0]
-        world = acc.num_processes
-        for it in range(cfg.num_iterations):
-            for k, (c, weight) in enumerate(chunks):
-                ctx = acc.no_sync(model) if k < n_micro - 1 else contextlib.nullcontext()
-                with ctx:
-                    logp, entropy, packed = self._forward(model, prompts, completions, c,
-                                                          with_entropy=cfg.entropy_coef > 0)
-                    mask = packed["response_mask"]
-                    width = mask.shape[1]
-                    old = old_logps[k] if old_logps[k] is not None else logp.detach()
-                    adv = torch.tensor([advantages[i] for i in c], device=logp.device).unsqueeze(1)
-                    token_loss, clipped = grpo.clipped_pg_loss(logp, old, adv, cfg.clip_eps, cfg.clip_eps_high)
-                    stats_tis = torch.ones_like(logp)
-                    sampler_lp = grpo.pad_values([sampler_logps[i] for i in c], width, device=logp.device)
-                    if it == 0:  # sampler vs trainer on the sampled tokens, before any update
-                        gap = (old - sampler_lp).abs() * mask * weight
-                        gap_max = max(gap_max, float(gap.max()))
-                        stats["sampler_logprob_gap_mean"] += float(gap.sum()) / num_tokens
-                    if cfg.tis:
-                        stats_tis = grpo.tis_weights(old, sampler_lp, cfg.tis_cap)
-                        token_loss = token_loss * stats_tis
-                    pg_loss = token_loss
-                    kl = torch.zeros_like(logp)
-                    if self.ref_model is not None:
-                        if ref_logps[k] is None:
-                            with torch.no_grad():
-                                ref_logps[k] = self._forward(self.ref_model, prompts, completions, c,
-                                                             with_entropy=False)[0]
-                        kl = grpo.kl_k3(logp, ref_logps[k])
-                        token_loss = token_loss + cfg.kl_coef * kl
-                    if cfg.entropy_coef > 0:
-                        token_loss = token_loss - cfg.entropy_coef * entropy
-                    else:
-                        with torch.no_grad():
-                            entropy = self._entropy_only(packed)
-                    w = grpo.token_weights(mask, cfg.loss_agg, num_tokens, num_seqs, cfg.max_new_tokens)
-                    w = w * (world * weight)  # DDP averages gradients over processes; undo that
-                    loss = (token_loss * w).sum()
-                    acc.backward(loss)
-                    if it == 0:  # statistics: token means over the whole (global) batch
-                        tm = mask * weight / num_tokens * world
-                        stats["loss/total"] += float(loss.detach()) / world
-                        stats["loss/pg"] += float((pg_loss.detach() * tm).sum()) / world
-                        stats["loss/kl"] += float((kl.detach() * tm).sum()) / world
-                        stats["policy/entropy"] += float((entropy.detach() * tm).sum()) / world
-                        stats["policy/clip_frac"] += float((clipped * tm).sum()) / world
-                        stats["policy/tis_weight"] += float((stats_tis * tm).sum()) / world
-                        stats["policy/tis_frac_capped"] += float(((stats_tis >= cfg.tis_cap) * tm).sum()) / world
-            grad_norm = 0.0
-            if cfg.max_grad_norm > 0:
-                grad_norm = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr_at(cfg, self.step)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        self._weights_version += 1
-        summed = self._sum([stats[k] for k in stats])  # each process holds its share of the global means
-        out = dict(zip(stats, summed))
-        out.update({"optim/lr": lr_at(cfg, self.step), "optim/grad_norm": grad_norm, "optim/skipped": 0.0,
-                    "sampler_logprob_gap_max": self._max(gap_max)})
-        return out
-
-    def _forward(self, model: Any, prompts: list[list[int]], completions: list[list[int]], idx: list[int],
-                 with_entropy: bool) -> tuple[Any, Any, dict[str, Any]]:
-        """Per-token log-probs (and entropy) of the completions ``idx`` under ``model``."""
-        from llm_runs import grpo
-
-        packed = grpo.pack([prompts[i] for i in idx], [completions[i] for i in idx],
-                           int(self.tokenizer.pad_token_id), device=self.accelerator.device)
-        width = packed["response_ids"].shape[1]
-        with self.accelerator.autocast():
-            out = model(input_ids=packed["input_ids"], attention_mask=packed["attention_mask"],
-                        position_ids=packed["position_ids"], use_cache=False, logits_to_keep=width + 1)
-        logits = out.logits[:, :-1]
-        packed["logits"] = logits
-        logp, entropy = grpo.token_logprobs_and_entropy(logits, packed["response_ids"], self.cfg.temperature,
-                                                        with_entropy=with_entropy)
-        return logp, entropy, packed
-
-    def _entropy_only(self, packed: dict[str, Any]) -> Any:
-        from llm_runs import grpo
-
-        return grpo.token_logprobs_and_entropy(packed["logits"].detach(), packed["response_ids"],
-                                               self.cfg.temperature, with_entropy=True)[1]
-
-    # ------------------------------------------------------------------------------------------
-    # evaluation
-    # ------------------------------------------------------------------------------------------
-    def evaluate(self) -> dict[str, Any]:
-        """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram."""
-        cfg = self.cfg
-        t = time.perf_counter()
-        correct, val_len = self._eval_counts(self.val_prompts, [p.answer for p in self.val_problems], TAG_VAL)
-        row: dict[str, Any] = summarize_eval(correct, cfg.eval_n, cfg.eval_k)
-        row["val_response_len"] = val_len
-        if self.train_eval_idx:
-            c, _ = self._eval_counts([self.train_prompts[i] for i in self.train_eval_idx],
-                                     [self.train_problems[i].answer for i in self.train_eval_idx], TAG_TRAIN_EVAL)
-            row.update(histogram_columns(c / cfg.eval_n))
-        elif self.pass_rates:
-            row.update(histogram_columns(np.array(list(self.pass_rates.values()))))
-        # No release here: the next use of the sampler (the next step's rollouts) follows at once.
-        row["eval_s"] = time.perf_counter() - t
-        return row
-
-    def _eval_counts(self, prompts: list[list[int]], golds: list[str], tag: int) -> tuple[np.ndarray, float]:
-        cfg = self.cfg
-        mine = list(range(self.rank, len(prompts), self.world))
-        self._sync_sampler()
-        batch = self.sampler.generate([prompts[i] for i in mine], n=cfg.eval_n, temperature=cfg.eval_temperature,
-                                      top_p=cfg.top_p, max_new_tokens=cfg.eval_max_new_tokens,
-                                      seed=derive_seed(cfg.seed, self.step, self.rank, tag))
-        rewards = np.asarray(self.score(batch.texts, [golds[i] for i in mine for _ in range(cfg.eval_n)]))
-        local = list(zip(mine, rewards.reshape(-1, cfg.eval_n).sum(axis=1).round().astype(int).tolist()))
-        counts = np.zeros(len(prompts), dtype=int)
-        for part in self._gather_object(local):
-            for i, c in part:
-                counts[i] = c
-        tok, num = self._sum([float(batch.num_tokens), float(len(batch))])
-        return counts, tok / max(num, 1.0)
-
-    def _write_record(self, ev: dict[str, Any], step_metrics: dict[str, float] | None) -> None:
-        cfg = self.cfg
-        sm = step_metrics or {}
-        row: dict[str, Any] = {
-            "run_id": cfg.run_id, "n": cfg.n, "b_p": cfg.b_p, "seed": cfg.seed, "step": self.step,
-            "rollouts": float(self.rollouts), "tokens": float(self.tokens),
-            "train_reward": sm.get("reward/mean"), "val_avg": ev["val_avg"], "val_best": ev["val_best"],
-            "val_worst": ev["val_worst"], "k": cfg.eval_k,
-            "entropy": sm.get("policy/entropy"), "kl": sm.get("loss/kl") if self.ref_model is not None else None,
-            # sampler vs trainer log-probs of that step's sampled tokens (before its update)
-            "sampler_logprob_gap_max": sm.get("sampler_logprob_gap_max"),
-            "sampler_logprob_gap_mean": sm.get("sampler_logprob_gap_mean"),
-        }
-        for col in ("train_frac_zero", "train_frac_solved", *[f"train_hist_{i}" for i in range(10)]):
-            row[col] = ev.get(col)
-        row.update({
-            "train_hist_source": "train_eval" if self.train_eval_idx else "last_group",
-            "response_len": sm.get("response/len_mean"), "val_response_len": ev["val_response_len"],
-            "wall_s": self.wall, "eval_s": ev["eval_s"],
-            # settings of the run
-            "n_est": cfg.n_est, "model": cfg.model, "data": cfg.data, "lr": cfg.lr, "recipe": cfg.recipe,
-            "advantage": cfg.advantage, "answer_fallback": cfg.answer_fallback, "kl_coef": cfg.kl_coef,
-            "entropy_coef": cfg.entropy_coef,
-            "sampler": cfg.sampler, "temperature": cfg.temperature, "max_new_tokens": cfg.max_new_tokens,
-            "eval_n": cfg.eval_n, "val_size": len(self.val_problems), "train_size": len(self.train_problems),
-            "budget": cfg.budget, "source": "llm_runs",
-        })
-        if self.accelerator.is_main_process:
-            self.records.append(row)
-        self._log(f"eval @ step {self.step} ({self.rollouts} rollouts): val avg@{cfg.eval_k}={row['val_avg']:.3f} "
-                  f"best@{cfg.eval_k}={row['val_best']:.3f} worst@{cfg.eval_k}={row['val_worst']:.3f}")
-
-    # ------------------------------------------------------------------------------------------
     # helpers
     # ------------------------------------------------------------------------------------------
     def score(self, texts: Sequence[str], golds: Sequence[str]) -> list[float]:
@@ -661,69 +483,6 @@ class GRPOTrainer:
         if self.tb is not None:
             self.tb.close()
         self.sampler.close()
-
-
-STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # what SLURM sends before a preemption or the time limit
-
-
-def install_stop_handlers(trainer: GRPOTrainer) -> None:
-    """On SIGTERM / SIGUSR1 the trainer finishes its step, checkpoints and exits (no lost steps)."""
-    import signal
-    import threading
-
-    trainer._saved_handlers = {}
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        trainer._stop_signal = signum
-
-    for name in STOP_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            trainer._saved_handlers[sig] = signal.signal(sig, handler)
-
-
-def restore_stop_handlers(trainer: GRPOTrainer) -> None:
-    import signal
-
-    for sig, old in getattr(trainer, "_saved_handlers", {}).items():
-        signal.signal(sig, old)
-    trainer._saved_handlers = {}
-
-
-def check_distributed(distributed_type: Any, sampler: str) -> None:
-    """Refuse the set-ups this trainer cannot run correctly, with the reason."""
-    from accelerate.utils import DistributedType
-
-    if distributed_type == DistributedType.DEEPSPEED:
-        # Accelerate's DeepSpeed backward steps the engine whenever sync_gradients is true, which
-        # no_sync does not change: every micro-batch would be an optimizer step.
-        raise IsosimError("DeepSpeed is not supported (its engine would take an optimizer step on every "
-                          "micro-batch of a GRPO step): use FSDP (fsdp_version 2) in the accelerate config")
-    if sampler == "hf" and distributed_type == DistributedType.FSDP:
-        raise IsosimError("the hf sampler needs the whole model on every process: use --sampler vllm "
-                          "with FSDP, or plain DDP")
-
-
-def fp32_gradient_reduction(plugin: Any) -> Any:
-    """bf16 compute, fp32 gradient reduction and accumulation under FSDP (Accelerate reduces in bf16).
-
-    With FSDP2, ``reduce_dtype=float32`` also makes gradients accumulated under ``no_sync`` (our
-    ~64 micro-batches of a step) fp32. Returns the policy set on ``plugin``.
-    """
-    import torch
-
-    if getattr(plugin, "fsdp_version", 1) == 2:
-        from torch.distributed.fsdp import MixedPrecisionPolicy
-
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    else:
-        from torch.distributed.fsdp import MixedPrecision
-
-        policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
-    plugin.mixed_precision_policy = policy
-    return policy
 
 
 def main(argv: list[str] | None = None) -> int:

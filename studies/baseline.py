@@ -21,5 +21,5 @@ res = {"preset": F.score_f9("easy", scale, steps=steps),
        "dr_grpo (mean-only advantages)": F.score_f9("easy", scale, steps=steps, adv="drgrpo"),
        "hard preset": F.score_f9("hard", scale, steps=steps)}
 for k, v in res.items():
-    print(f"{k:32s} holds {v['holds']}  {F._brief('F9', v)}")
+    print(f"{k:32s} holds {v['holds']}  {F.brief('F9', v)}")
 write_json(out, {"scale": scale.__dict__, "steps": steps, "results": res}, started)

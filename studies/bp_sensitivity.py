@@ -25,5 +25,5 @@ if not quick:
 res = {}
 for preset in (("easy", "easy-kl") if quick else ("easy", "hard", "easy-kl")):
     res[preset] = F.score_f5(preset, scale, b_p_values=b_p_values, n_values=n_values)
-    print(preset, F._brief("F5", res[preset]), "holds", res[preset]["holds"])
+    print(preset, F.brief("F5", res[preset]), "holds", res[preset]["holds"])
 write_json(out, {"scale": scale.__dict__, "b_p_values": b_p_values, "n_values": n_values, "results": res}, started)

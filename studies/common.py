@@ -12,13 +12,13 @@ repository untouched).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from isosim import fidelity as F
+from isosim import files
 
 ROOT = Path(__file__).resolve().parent
 
@@ -54,7 +54,7 @@ def seed_scales(quick: bool, quick_scale: F.Scale, full_scale: F.Scale) -> dict[
 def write_json(path: Path, payload: dict, started: float) -> None:
     """Write the study's key numbers (with its wall time) and print where."""
     payload = {**payload, "wall_seconds": round(time.time() - started, 1)}
-    path.write_text(json.dumps(F._jsonable(payload), indent=1) + "\n")
+    files.write_json(path, payload, indent=1, mkdir=False)
     print(f"wrote {path} ({payload['wall_seconds']} s)")
 
 

@@ -44,7 +44,7 @@ for name, (sc, kw) in variants.items():
     res[name] = r = F.score_f10(sc, **kw)
     r["wall_seconds"] = round(time.time() - t0, 1)
     parts = {k: r[k] for k in ("forgets", "mix_prevents", "very_easy_helps_nothing", "larger_n_wins")}
-    print(f"{name}: holds {r['holds']} {parts} ({r['wall_seconds']} s)\n  {F._brief('F10', r)}")
+    print(f"{name}: holds {r['holds']} {parts} ({r['wall_seconds']} s)\n  {F.brief('F10', r)}")
     for t, vs in r["val_avg"].items():
         for v, c in vs.items():
             print(f"  train {t:14s} val {v:5s} base {r['base_val_avg'][v]:.4f} n* {r['n_star'][t][v]:4d}  "

@@ -34,7 +34,7 @@ for seeds, sc in scales.items():
             continue
         t0 = time.time()
         res[f"{seeds}: {name}"] = r = F.score_f7("easy", sc, model=model)
-        print(f"{seeds}: {name}: holds {r['holds']}  {F._brief('F7', r)} ({time.time() - t0:.0f} s)")
+        print(f"{seeds}: {name}: holds {r['holds']}  {F.brief('F7', r)} ({time.time() - t0:.0f} s)")
         for part in ("reference", "model"):
             print(f"  {part:9s} val   " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))
             print(f"  {part:9s} train " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["train_reward"].items()))
@@ -44,7 +44,7 @@ if not quick:
     full = F.Scale(**{**F.FULL.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512, 1024), "seeds": (0, 1)})
     t0 = time.time()
     res["FULL, tuning seeds: tabular 3 (MEMORISING_MODEL)"] = r = F.score_f7("easy", full, model=F.MEMORISING_MODEL)
-    print(f"FULL: holds {r['holds']}  {F._brief('F7', r)} ({time.time() - t0:.0f} s)")
+    print(f"FULL: holds {r['holds']}  {F.brief('F7', r)} ({time.time() - t0:.0f} s)")
     for part in ("reference", "model"):
         print(f"  {part:9s} val   " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))
         print(f"  {part:9s} train " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["train_reward"].items()))

@@ -26,7 +26,7 @@ for seeds, sc in scales.items():
     for ood in oods:
         t0 = time.time()
         res[f"{seeds}, ood {ood}"] = r = F.score_f11("easy", sc, ood=ood)
-        print(f"{seeds}, ood {ood}: holds {r['holds']}  {F._brief('F11', r)} ({time.time() - t0:.0f} s)")
+        print(f"{seeds}, ood {ood}: holds {r['holds']}  {F.brief('F11', r)} ({time.time() - t0:.0f} s)")
         for part in ("in_domain", "out_of_domain"):
             p = r[part]
             print(f"  {part:13s} {p['profile']:17s} base {p['base']:.4f} "
@@ -35,13 +35,13 @@ if not quick:  # the FULL Q1 scale (512 problems, B_p 32, 1e7), AIME-like OOD se
     full = F.Scale(**{**F.FULL.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512, 1024), "seeds": (0, 1)})
     t0 = time.time()
     res[f"FULL, tuning seeds, ood {F.OOD_PROFILE}"] = r = F.score_f11("easy", full)
-    print(f"FULL: holds {r['holds']}  {F._brief('F11', r)} ({time.time() - t0:.0f} s)")
+    print(f"FULL: holds {r['holds']}  {F.brief('F11', r)} ({time.time() - t0:.0f} s)")
     for part in ("in_domain", "out_of_domain"):
         print(f"  {part:13s} " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))
     scales["FULL"] = full
 off = F.score_f11("easy", scales["tuning seeds"], kl=0.0)
 res["off: kl 0, tuning seeds"] = off
-print(f"off: kl 0: holds {off['holds']}  {F._brief('F11', off)}")
+print(f"off: kl 0: holds {off['holds']}  {F.brief('F11', off)}")
 
 # %%
 main = res[f"tuning seeds, ood {F.OOD_PROFILE}"]

@@ -33,7 +33,7 @@ for p, df in data.items():
     print(p, "n_sat", res["fit"]["n_sat"], "empirical n*(C)", f1["n_star"], f"gain {f1['gain_pp']:.1f} pp")
 
 f2 = F.score_f2(data["easy"], data["hard"], scale.budget)
-print("F2", F._brief("F2", f2))
+print("F2", F.brief("F2", f2))
 
 # %%
 write_json(out, {"scale": scale.__dict__, "presets": results, "F2": f2}, started)

@@ -22,6 +22,6 @@ if not quick:
 res = {}
 for name, kw in variants.items():
     res[name] = F.score_f8("easy", scale, n_small=sizes[0], n_large=sizes[1], **kw)
-    print(name, F._brief("F8", res[name]), {k: {n: round(v, 3) for n, v in res[name][k].items()}
+    print(name, F.brief("F8", res[name]), {k: {n: round(v, 3) for n, v in res[name][k].items()}
                                              for k in ("curve_small", "curve_large")})
 write_json(out, {"scale": scale.__dict__, "sizes": sizes, "results": res}, started)

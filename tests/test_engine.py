@@ -120,6 +120,20 @@ def test_unbiased_estimators_on_hand_made_cases():
     np.testing.assert_allclose(worst, [0.0, 0.0, 1 / 70, 1.0])
 
 
+def test_the_engine_estimator_is_the_estimator_module_one_to_rounding():
+    """The sampled evaluation's exact-binomial best@k / worst@k (isosim.estimators) agree with the
+    product form every other caller uses, to rounding, and with the enumeration on a small case."""
+    from isosim import estimators
+
+    rng = np.random.default_rng(0)
+    for N, k in ((4, 4), (32, 4), (100, 8), (512, 16)):
+        c = rng.integers(0, N + 1, 500)
+        best, worst = (np.asarray(x, dtype=float) for x in unbiased_best_worst(c, N, k))
+        np.testing.assert_allclose(best, estimators.best_at_k(c, N, k), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(worst, estimators.worst_at_k(c, N, k), rtol=0, atol=1e-14)
+    assert unbiased_best_worst is estimators.exact_best_worst  # one module holds the estimators
+
+
 def test_seeded_runs_are_bit_for_bit_reproducible():
     cfgs = [SimConfig(n=n, budget=4000, seed=s, kl=0.5, entropy=0.01, **SMALL) for n in (4, 80) for s in (0, 1)]
     a, b = simulate(cfgs), simulate(cfgs)
@@ -245,7 +259,7 @@ def test_closed_form_step_equals_the_general_step(monkeypatch):
              base.replace(n=80, seed=5, kl=0.0, entropy=0.0, profile="hard", mean_len=50.0),
              base.replace(n=4, seed=6, kl=0.3, entropy=0.1, data_seed=7, profile="hard:0.5,easy:0.5",
                           hard_clusters=2)]
-    monkeypatch.setattr(engine, "CORRECT_ONLY", False)  # the same draws on both paths
+    monkeypatch.setattr(engine.streams, "CORRECT_ONLY", False)  # the same draws on both paths
     closed = simulate(cfgs)
     used = []
     original = LinearFeatures._closed_form
@@ -270,20 +284,20 @@ def test_correct_only_draws_have_the_law_of_the_multinomial(monkeypatch, n):
                      data_seed=0, lr=10.0)
     cfgs = [base.replace(seed=s) for s in range(300)]
     seen = []  # (correct draws, pass rate) of every group, as the update receives them
-    original = engine._baseline_correct
+    original = engine.grpo._baseline_correct
 
     def spy(b, m, p):
         seen.append((m.cpu().numpy().ravel(), p.cpu().numpy().ravel()))
         return original(b, m, p)
 
-    monkeypatch.setattr(engine, "_baseline_correct", spy)
+    monkeypatch.setattr(engine.grpo, "_baseline_correct", spy)
     binomial = simulate(cfgs)
     m, p = (np.concatenate(x) for x in zip(*seen))
     # the draws themselves: E m = n p and Var m = n p (1 - p), summed over ~1e5 groups
     z_mean = (m - n * p).sum() / np.sqrt((n * p * (1 - p)).sum())
     var_ratio = ((m - n * p) ** 2).sum() / (n * p * (1 - p)).sum()
     assert abs(z_mean) < 4 and abs(var_ratio - 1) < 0.03, (z_mean, var_ratio)
-    monkeypatch.setattr(engine, "CORRECT_ONLY", False)
+    monkeypatch.setattr(engine.streams, "CORRECT_ONLY", False)
     multinomial = simulate(cfgs)
     assert not np.allclose(binomial.train_reward, multinomial.train_reward)  # other draws, same law
     for col in ("train_reward", "val_avg"):
@@ -415,3 +429,38 @@ def test_hard_clusters_separate_hard_problems_and_change_nothing_else():
     assert SimConfig(**base).run_id != SimConfig(**base, hard_clusters=3).run_id
     with pytest.raises(IsosimError, match="hard_clusters"):
         SimConfig(hard_clusters=8)
+
+
+@pytest.mark.parametrize("extra", [{}, {"typicality": 0.5}, {"adv": "drgrpo"}])
+def test_the_advantage_is_defined_once_and_every_path_uses_it(monkeypatch, extra):
+    """isosim.advantage holds GRPO's advantage for every caller: perturbing its divisor (GRPO)
+    or its centring (Dr.GRPO) changes the default simulator path (closed form), the general path
+    (typicality features), the per-rollout reference and llm_runs' advantages; undoing the
+    perturbation gives the same records bit for bit."""
+    from isosim import advantage
+    from isosim.reference import train_per_rollout
+    from llm_runs.grpo import group_advantages
+
+    cfg = SimConfig(steps=20, eval_points=4, n_train=32, n_val=32, b_p=8, seed=1, **extra)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    kind = cfg.adv
+
+    def outputs():
+        return (simulate(cfg), train_per_rollout(cfg.replace(steps=5)), group_advantages(rewards, 4, 4, kind))
+
+    before = outputs()
+    if kind == "grpo":
+        monkeypatch.setattr(advantage, "divisor", lambda sd, eps: sd + 0.5)
+    else:
+        monkeypatch.setattr(advantage, "centre", lambda r, b: r - 0.9 * b)
+    perturbed = outputs()
+    monkeypatch.undo()
+    after = outputs()
+    metric = ["train_reward", "val_avg"]
+    # (runs are deterministic, as the last lines check: any difference is the perturbation's)
+    assert not np.array_equal(before[0][metric].to_numpy(), perturbed[0][metric].to_numpy())
+    assert not np.array_equal(before[1].train_reward.to_numpy(), perturbed[1].train_reward.to_numpy())
+    assert not torch.equal(before[2], perturbed[2])
+    pd.testing.assert_frame_equal(before[0], after[0], check_exact=True)
+    pd.testing.assert_frame_equal(before[1], after[1], check_exact=True)
+    assert torch.equal(before[2], after[2])

@@ -118,7 +118,7 @@ def test_f1_f2_f3_held_out_seeds():
 @pytest.mark.parametrize("case,model", [("on: tabular 3", F.MEMORISING_MODEL), ("off: tabular 0.3", {"tabular": 0.3})])
 def test_f7_train_test_gap_caps_n_star(case, model):
     s = F.score_f7("easy", TEST, model=model)  # the reference sweep is F1's, shared through the cache
-    assert s["holds"] == case.startswith("on"), F._brief("F7", s)
+    assert s["holds"] == case.startswith("on"), F.brief("F7", s)
 
 
 # --- F10: hard-only training forgets easy problems; a 50/50 mix prevents it ---------------------
@@ -132,11 +132,11 @@ F10_SCALE = F.Scale(**{**QUICK.__dict__, "n_values": (16, 128), "n_val": 128})  
 def test_f10_forgetting_and_mix(case, overrides):
     s = F.score_f10(F10_SCALE, **overrides)
     ok = s["forgets"] and s["mix_prevents"] and s["very_easy_helps_nothing"]
-    assert ok == case.startswith("on"), F._brief("F10", s)
+    assert ok == case.startswith("on"), F.brief("F10", s)
 
 
 # --- F11: larger n also scores higher out of domain (train easy, validate on pass@1 5-20 %) ------
 @pytest.mark.parametrize("case,overrides", [("on", {}), ("off: no KL", {"kl": 0.0})])
 def test_f11_out_of_domain(case, overrides):
     s = F.score_f11("easy", QUICK, **overrides)
-    assert s["holds"] == (case == "on"), F._brief("F11", s)
+    assert s["holds"] == (case == "on"), F.brief("F11", s)

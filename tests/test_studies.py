@@ -28,7 +28,10 @@ def test_study_is_a_percent_notebook_with_quick(name):
 
 @pytest.mark.parametrize("name", RUN)
 def test_study_runs_quick(name, tmp_path):
-    env = {**os.environ, "ISOSIM_STUDY_OUT": str(tmp_path)}  # (not into the repository)
+    # (output not into the repository; isosim from this tree, not from wherever it is installed)
+    root = str(STUDIES.parent)
+    env = {**os.environ, "ISOSIM_STUDY_OUT": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     res = subprocess.run([sys.executable, str(STUDIES / name), "--quick"], cwd=STUDIES,
                          capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
