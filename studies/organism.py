@@ -27,7 +27,7 @@ pred = json.loads((RES / "organism_prediction.json").read_text())
 meas = json.loads((RES / "organism_measured.json").read_text())
 comp = json.loads((RES / "organism_comparison.json").read_text())
 SPLITS = [s for s in ("easy", "hard") if s in meas]
-real = {s: load_runs(RES / "organism" / "runs" / s)[0] for s in SPLITS}
+real = {s: load_runs(RES / "organism" / "real" / s)[0] for s in SPLITS}
 sim = {s: load_runs(RES / "organism" / "simulated" / s)[0] for s in SPLITS}
 
 # %% [markdown]
@@ -58,6 +58,18 @@ for s in SPLITS:
 # Validation avg@4 against rollouts, the mean of the seeds per n (left: real; right: simulated).
 
 # %%
+def label(ax, xlabel, ylabel, title):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+
+
+def save(fig, name):
+    fig.tight_layout()
+    fig.savefig(fig_dir / name, dpi=120)
+
+
 def curves(ax, df, title):
     cmap = __import__("matplotlib").colormaps["viridis"]
     ns = sorted(int(n) for n in df["n"].unique())
@@ -67,18 +79,14 @@ def curves(ax, df, title):
         ax.plot(m.index.to_numpy()[1:], m.to_numpy()[1:], marker=".", color=cmap(i / max(1, len(ns) - 1)),
                 label=f"n={n}")
     ax.set_xscale("log")
-    ax.set_xlabel("rollouts")
-    ax.set_ylabel("validation avg@4")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
+    label(ax, "rollouts", "validation avg@4", title)
 
 
 fig, axes = figure(4, (4.2, 3.4))
 for j, s in enumerate(SPLITS):
     curves(axes[2 * j], real[s], f"{s}: real transformer")
     curves(axes[2 * j + 1], sim[s], f"{s}: simulated (prediction)")
-fig.tight_layout()
-fig.savefig(fig_dir / "organism_curves.png", dpi=120)
+save(fig, "organism_curves.png")
 
 # %% [markdown]
 # ## n*(C): predicted and measured
@@ -87,20 +95,16 @@ fig.savefig(fig_dir / "organism_curves.png", dpi=120)
 # %%
 fig, axes = figure(len(SPLITS), (4.6, 3.6))
 for ax, s in zip(axes, SPLITS):
-    for label, d, color in (("predicted", pred[s], "C0"), ("measured", meas[s], "C3")):
-        ax.step(d["budgets"], d["n_star"], where="mid", color=color, label=f"{label} n*")
+    for kind, d, color in (("predicted", pred[s], "C0"), ("measured", meas[s], "C3")):
+        ax.step(d["budgets"], d["n_star"], where="mid", color=color, label=f"{kind} n*")
         ax.step(d["budgets"], [np.nan if v is None else v for v in d["n_tol"]], where="mid", color=color,
-                ls="--", alpha=0.6, label=f"{label} n_tol")
+                ls="--", alpha=0.6, label=f"{kind} n_tol")
         if d.get("n_sat") is not None:
             ax.axhline(d["n_sat"], color=color, ls=":", alpha=0.7)
     ax.set_xscale("log")
     ax.set_yscale("log", base=2)
-    ax.set_xlabel("budget C (rollouts)")
-    ax.set_ylabel("compute-optimal n")
-    ax.set_title(s)
-    ax.legend(fontsize=7)
-fig.tight_layout()
-fig.savefig(fig_dir / "organism_nstar.png", dpi=120)
+    label(ax, "budget C (rollouts)", "compute-optimal n", s)
+save(fig, "organism_nstar.png")
 
 # %% [markdown]
 # ## Pass@1 on the validation problems, before and after
@@ -120,16 +124,12 @@ for ax, s in zip(axes, SPLITS):
     series = {"base": [base_rate[i] for i in ids]}
     for name, rates in final[s]["after"].items():
         series[name] = rates
-    for label, rates in series.items():
+    for name, rates in series.items():
         h, _ = np.histogram(rates, bins=bins)
-        hist.setdefault(s, {})[label] = (h / len(rates)).tolist()
-        ax.step(bins[:-1], h / len(rates), where="post", label=f"{label} (mean {np.mean(rates):.2f})")
-    ax.set_xlabel("pass@1 (avg@16)")
-    ax.set_ylabel("share of validation problems")
-    ax.set_title(s)
-    ax.legend(fontsize=7)
-fig.tight_layout()
-fig.savefig(fig_dir / "organism_pass1_hist.png", dpi=120)
+        hist.setdefault(s, {})[name] = (h / len(rates)).tolist()
+        ax.step(bins[:-1], h / len(rates), where="post", label=f"{name} (mean {np.mean(rates):.2f})")
+    label(ax, "pass@1 (avg@16)", "share of validation problems", s)
+save(fig, "organism_pass1_hist.png")
 
 # %%
 write_json(out, {"summary": summary, "val_pass1_hist": hist, "bins": bins.tolist()}, started)
