@@ -30,21 +30,9 @@ from isosim import analysis, records
 from isosim.errors import IsosimError
 from isosim.files import write_json
 from isosim.integrations import load_runs
+from llm_runs.organism_predict import frontier_summary
 
 SPLITS = ("easy", "hard")
-
-
-def frontier_summary(res: dict[str, Any]) -> dict[str, Any]:
-    """The schema shared by the prediction and the measurement, from an ``analyze`` result."""
-    fit = res.get("fit") or {}
-    return {
-        "budgets": [float(b) for b in res["budgets"]],
-        "n_star": [int(v) for v in res["n_star"]],
-        "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
-        "learning": res.get("learning"),
-        "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
-        "saturated": fit.get("saturated"),
-    }
 
 
 def measure(df: Any, *, budgets: list[float] | None = None, n_boot: int = 200, seed: int = 0) -> dict[str, Any]:
@@ -63,9 +51,9 @@ def measure(df: Any, *, budgets: list[float] | None = None, n_boot: int = 200, s
     first = df.sort_values("step").groupby("run_id").head(1)
     last = df.sort_values("step").groupby("run_id").tail(1)
     out["base_val_avg"] = float(first["val_avg"].mean())
-    out["final_val_avg"] = {str(int(n)): float(g["val_avg"].mean()) for n, g in last.groupby("n")}
-    out["final_val_best"] = {str(int(n)): float(g["val_best"].mean()) for n, g in last.groupby("n")}
-    out["final_val_worst"] = {str(int(n)): float(g["val_worst"].mean()) for n, g in last.groupby("n")}
+    finals = last.groupby("n")[["val_avg", "val_best", "val_worst"]].mean()
+    for col in finals:
+        out[f"final_{col}"] = {str(int(n)): float(v) for n, v in finals[col].items()}
     out["n_values"] = sorted(int(n) for n in df["n"].unique())
     out["seeds"] = sorted(int(s) for s in df["seed"].unique())
     out["max_rollouts"] = float(df["budget"].max()) if "budget" in df else float(df["rollouts"].max())
@@ -135,7 +123,7 @@ def final_eval(folder: Path, measured: dict[str, Any], work: Path, k: int = 16, 
     """pass@1 (avg@k) of every validation problem for the base model's calibration ids and for the
     final models of the smallest n and of the measured n* at the top budget (seed ``seed``)."""
     from llm_runs.calibrate import CalibrateSettings, calibrate
-    from llm_runs.config import RunConfig
+    from llm_runs.config import parse_args
     from llm_runs.train import load_data
 
     runs = {}
@@ -145,9 +133,8 @@ def final_eval(folder: Path, measured: dict[str, Any], work: Path, k: int = 16, 
     if not runs:
         raise IsosimError(f"{folder}: no runs/*/config.json")
     picks = sorted({min(n for n, _ in runs), int(measured["n_star"][-1])})
-    _, cfg0 = runs[(picks[0], seed)]
-    fields = {f for f in RunConfig.__dataclass_fields__}
-    _, val = load_data(RunConfig(**{k_: v for k_, v in cfg0.items() if k_ in fields}))
+    run0, _ = runs[(picks[0], seed)]
+    _, val = load_data(parse_args(["--config", str(run0 / "config.json")]))
     work.mkdir(parents=True, exist_ok=True)
     val_file = work / "val.jsonl"
     val_file.write_text("".join(json.dumps({"id": p.id, "problem": p.problem, "answer": p.answer}) + "\n"

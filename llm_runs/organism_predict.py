@@ -31,6 +31,19 @@ VAL_SIZE = 300
 PRESET_OF = {"easy": "easy", "hard": "hard"}  # the simulator preset of each split
 
 
+def frontier_summary(res: dict) -> dict:
+    """The schema shared by the prediction and the measurement, from an ``analyze`` result."""
+    fit = res.get("fit") or {}
+    return {
+        "budgets": [float(b) for b in res["budgets"]],
+        "n_star": [int(v) for v in res["n_star"]],
+        "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
+        "learning": res.get("learning"),
+        "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
+        "saturated": fit.get("saturated"),
+    }
+
+
 def split_rates(calibration: Path, split_file: Path) -> list[float]:
     rates = dict(zip(*(json.loads(calibration.read_text())[k] for k in ("ids", "rates"))))
     ids = [json.loads(line)["id"] for line in split_file.read_text().splitlines() if line.strip()]
@@ -51,12 +64,8 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
                                  profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size)
     df = sweep.run_sweep(plan, work / f"sweep_{split}")
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
-    fit = res.get("fit") or {}
     return {
-        "budgets": [float(b) for b in res["budgets"]], "n_star": [int(v) for v in res["n_star"]],
-        "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
-        "learning": res.get("learning"),
-        "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
+        **frontier_summary(res),
         "n_values": list(n_values), "seeds": list(seeds), "max_rollouts": float(max_rollouts), "b_p": b_p,
         "train_problems": n_train, "val_problems": val_size, "profile_mean": sum(rates) / len(rates),
         "preset": PRESET_OF[split], "simulated_config": plan.base, "dropped": list(plan.dropped),
