@@ -308,8 +308,9 @@ MIXES = {"hard": "hard", "mix": "hard:0.5,easy:0.5", "mix+very-easy": "hard:0.5,
 
 
 def score_f10(scale: Scale = QUICK, val_sets: Sequence[str] = ("easy", "hard"), margin_pp: float = 1.0,
-              n_grid: int | None = None, **overrides: Any) -> dict:
-    """Train on each of ``MIXES`` (default recipe with ``overrides``), validate on each of
+              n_grid: int | None = None, preset: str = "easy-distance", **overrides: Any) -> dict:
+    """Train on each of ``MIXES`` (``preset``'s recipe and model with its profile replaced by the
+    training set's, and ``overrides``: one recipe for every set, as in the committed study), validate on each of
     ``val_sets`` (``val_profile``; training is the same for every validation set). At the top
     budget, on seed-mean val avg@4:
 
@@ -327,7 +328,8 @@ def score_f10(scale: Scale = QUICK, val_sets: Sequence[str] = ("easy", "hard"), 
     """
     cells: dict[str, dict[str, pd.DataFrame]] = {}
     for name, prof in MIXES.items():
-        cells[name] = {v: run_q1(prof, scale, val_profile=v, **overrides) for v in val_sets}
+        recipe = dict(settings(preset), profile=prof)
+        cells[name] = {v: run_q1(recipe, scale, val_profile=v, **overrides) for v in val_sets}
     top = scale.budget
     curves = {t: {v: curve_at(d, top) for v, d in vs.items()} for t, vs in cells.items()}
     base = {v: float(cells["hard"][v].query("step == 0")["val_avg"].mean()) for v in val_sets}

@@ -1,38 +1,48 @@
-"""Built-in simulator presets: a difficulty profile plus the mechanism settings that go with it.
+"""Built-in simulator presets: a difficulty profile plus the recipe the paper runs on it.
 
-Each preset is a dict of ``SimConfig`` fields. The default presets (``easy``, ``hard``,
-``very-easy``, ``extreme`` and mixes) share ONE recipe; only the problems differ. Measured
-numbers for every claim below are in studies/LOG.md (2026-12-02) and studies/FINDINGS.md.
+Each preset is a dict of ``SimConfig`` fields. Like the paper, the presets train easy sets (and
+very easy ones) with a KL loss to the base policy and an entropy bonus, and hard sets, extreme
+sets and mixes with neither; every preset uses AdamW (weight decay 0.01) with the square-root lr
+rule. Measured numbers for every claim below are in studies/LOG.md and studies/FINDINGS.md.
 
-Mechanism 1, why n*(C) rises and then saturates (F1): *KL to the base policy with std-normalised
-GRPO advantages.* A group whose n draws are all correct (or all wrong) carries no signal, so the
-expected update on a problem with pass rate p shrinks by
-``S_n(p) = E[sqrt(mu (1 - mu))] / sqrt(p (1 - p))``, which grows with n, while the KL pull
-towards the base policy does not depend on n. The equilibrium pass rate rises with n and stops
-rising once ``p*^n`` is negligible; small n, which takes many more steps per rollout, wins at
-small budgets. Switched off (``kl=0``) every n reaches the same asymptote and n* stays small.
+Easy recipe (``easy``, ``very-easy``). *Why n*(C) rises:* KL to the base policy with
+std-normalised GRPO advantages. A group whose n draws are all correct (or all wrong) carries no
+signal, so the expected update on a problem with pass rate p shrinks by
+``S_n(p) = E[sqrt(mu (1 - mu))] / sqrt(p (1 - p))``, which grows with n, while the KL pull does
+not; the equilibrium pass rate rises with n and small n, which takes more steps per rollout, wins
+at small budgets. *Why it saturates inside the grid:* interference through problem-specific
+directions (``memorize``): every update also moves directions that belong to single training
+problems and act as noise on the validation problems. The wider the group, the more training
+problems (including the rare correct answers of the hardest ones) push their own directions, so
+beyond a point a larger n buys more noise than signal and the validation reward falls: n* stops
+rising (n_sat about 250-550 on the default grid) instead of drifting to the largest n among near
+ties, which is what the KL pull alone gives.
 
-Mechanism 2, why hard problems saturate at a smaller n under the same recipe (F2): *distance
-under bounded Adam steps.* Problems with base pass@1 < 1/16 load on the shared skill directions
-with a smaller loading (``hard_loading`` = 0.05), so they need more parameter travel to improve.
-Under Adam each step moves the parameters by about ``lr``, so a run covers a distance of about
-``lr * M = base_lr * C / sqrt(1024 * B_p * n)``: width eats the steps hard problems need, and
-their n* saturates lower (QUICK: 8 vs 32; MEDIUM: 32 vs 64). With ``hard_loading=1`` the hard
-set's n* climbs to the largest n. Caveat: it is a lag; at much larger budgets hard n* rises.
+Hard recipe (``hard``, ``extreme``, mixes). No KL and no entropy bonus. *The restoring force is
+AdamW's decoupled weight decay:* its fixed point ``wd * theta = E[g] / sqrt(E[g^2])`` rises with
+the signal-to-noise ratio of the update, which grows with n until problem sampling dominates; on
+a hard set few problems carry signal, so problem sampling dominates early and n* saturates lower
+(n_sat about 30-70 on the default grid, still there at 4e7 rollouts: a plateau, not a lag).
+Problems with base pass@1 < 1/16 load on the shared skill directions with a smaller loading
+(``hard_loading`` = 0.3): they need more parameter travel. Without weight decay nothing pulls
+back and n* stays at the smallest n. Interference is off in this recipe: without a KL anchor
+the problem-specific directions swamp the dependence on n (memorize 1-4: n* stuck at 8 or
+jumping on noise).
 
-Side effects of the same recipe: B_p matters little (Adam's step does not scale with the
-gradient's size, F5); coverage (best@4) gains on hard vs sharpening (worst@4) gains on easy
-follow from where pass rates sit (d best@k = k (1-p)^(k-1) dp, d worst@k = k p^(k-1) dp; F3).
-
-The round-3 recipe (SGD, per-set KL 1.0 / 0.3, no distance mechanism) stays available as
-``easy-kl`` and ``hard-kl`` for comparison.
+Earlier rounds stay available for comparison: ``easy-distance``, ``hard-distance``,
+``very-easy-distance``, ``extreme-distance`` (the previous defaults: Adam, KL 1.0 + entropy .01
+on every set, hard problems far; saturation from the KL pull, F2 as a lag; the committed studies
+were measured with them) and
+``easy-kl`` / ``hard-kl`` (SGD, per-set KL 1.0 / 0.3).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from isosim.errors import IsosimError
+from isosim.profiles import HARD_P, get_profile
 from isosim.profiles import PRESETS as PROFILE_PRESETS
-from isosim.profiles import get_profile
 
 COMMON = dict(
     responses=16, correct_min=1, correct_max=4, clusters=8, transfer_frac=0.5,
@@ -41,31 +51,56 @@ COMMON = dict(
 )
 """problem structure and allocation shared by every preset"""
 
-RECIPE = dict(optimizer="adam", beta1=0.9, beta2=0.999, lr=0.05, kl=1.0, entropy=0.01, wd=0.0,
-              hard_loading=0.05)
-"""the single default recipe: Adam, KL 1.0 + entropy .01 (advantage units), hard problems far"""
+OPTIMIZER = dict(optimizer="adamw", beta1=0.9, beta2=0.999, lr=0.2, wd=0.01, hard_loading=0.3)
+"""AdamW with decoupled weight decay, base lr at 1,024 rollouts a step; hard problems far"""
+
+EASY_RECIPE = dict(OPTIMIZER, kl=1.5, entropy=0.01, memorize=3.0)
+"""the paper's easy recipe (KL to the base + entropy bonus), with interference"""
+
+HARD_RECIPE = dict(OPTIMIZER, kl=0.0, entropy=0.0, memorize=0.0)
+"""the paper's hard recipe (neither KL nor entropy bonus)"""
+
+DISTANCE = dict(optimizer="adam", beta1=0.9, beta2=0.999, lr=0.05, kl=1.0, entropy=0.01, wd=0.0,
+                hard_loading=0.05)
+"""the previous default (one recipe for every set: Adam, KL 1.0 + entropy .01, hard problems far)"""
 
 ROUND3 = dict(optimizer="sgd", lr=2.0, entropy=0.01, hard_loading=1.0)
 """FIDELITY round 3: SGD, KL set per difficulty (easy 1.0, hard 0.3), no distance mechanism"""
 
+RECIPE_OF_PROFILE = {"easy": "easy", "very-easy": "easy", "hard": "hard", "extreme": "hard"}
+"""the paper's recipe for each named difficulty (mixes: :func:`recipe_for`)"""
+
+RECIPES = {"easy": EASY_RECIPE, "hard": HARD_RECIPE}
+
 PRESETS: dict[str, dict] = {
-    "easy": dict(COMMON, **RECIPE, profile="easy"),
-    "very-easy": dict(COMMON, **RECIPE, profile="very-easy"),
-    "hard": dict(COMMON, **RECIPE, profile="hard"),
-    "extreme": dict(COMMON, **RECIPE, profile="extreme"),
+    **{name: dict(COMMON, **RECIPES[recipe], profile=name) for name, recipe in RECIPE_OF_PROFILE.items()},
+    **{f"{name}-distance": dict(COMMON, **DISTANCE, profile=name) for name in RECIPE_OF_PROFILE},
     "easy-kl": dict(COMMON, **ROUND3, profile="easy", kl=1.0),
     "hard-kl": dict(COMMON, **ROUND3, profile="hard", kl=0.3),
 }
 
 
+def hard_share(profile_spec: str, draws: int = 4096) -> float:
+    """Share of problems with base pass@1 below 1/16 under a profile (a seeded sample)."""
+    p = get_profile(profile_spec).sample(draws, np.random.default_rng(0))
+    return float((p < HARD_P).mean())
+
+
+def recipe_for(profile_spec: str) -> str:
+    """The paper's recipe for a set: ``hard`` (no KL, no entropy bonus) when at least half its
+    problems have base pass@1 below 1/16 (its hard sets and 50/50 mixes), else ``easy``."""
+    return "hard" if hard_share(profile_spec) >= 0.5 else "easy"
+
+
 def get_preset(name: str) -> dict:
-    """SimConfig fields of a preset; a mix such as ``hard:0.5,easy:0.5`` gets the default recipe
-    (the same for every difficulty)."""
+    """SimConfig fields of a preset; a mix such as ``hard:0.5,easy:0.5`` gets the recipe the paper
+    runs on it (:func:`recipe_for`: the hard recipe when at least half its problems are hard, as
+    in the paper's mixes, else the easy one)."""
     if name in PRESETS:
         return dict(PRESETS[name])
     profile = get_profile(name)  # raises a clear IsosimError on anything unknown
     if profile.kind == "mix":
-        return dict(PRESETS["easy"], profile=name)
+        return dict(COMMON, **RECIPES[recipe_for(name)], profile=name)
     raise IsosimError(
         f"unknown preset {name!r}: use one of {', '.join(PRESETS)} or a mix of "
         f"{', '.join(PROFILE_PRESETS)} such as 'hard:0.5,easy:0.5' (or --profile FILE)"

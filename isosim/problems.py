@@ -32,9 +32,7 @@ import numpy as np
 import torch
 
 from isosim.config import SimConfig
-from isosim.profiles import get_profile
-
-HARD_P = 1.0 / 16  # below this base pass@1 a problem counts as hard for ``hard_loading``
+from isosim.profiles import HARD_P, get_profile  # noqa: F401  (HARD_P: hard for ``hard_loading``)
 
 
 @dataclass

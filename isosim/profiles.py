@@ -29,6 +29,8 @@ import numpy as np
 
 from isosim.errors import IsosimError
 
+HARD_P = 1.0 / 16
+"""base pass@1 below which a problem counts as hard (the paper's hard band is avg@16 <= 1/16)"""
 P_FLOOR = 1e-7  # softmax logits stay finite: pass@1 is clipped to [P_FLOOR, 1 - P_FLOOR]
 
 PRESETS: dict[str, str] = {

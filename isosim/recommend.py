@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
+from isosim.presets import HARD_P, hard_share  # noqa: F401  (re-exported)
 
 MIN_STEPS = 100
 B_P_CHOICES = (256, 128, 64, 32)
 BASE_LR, B_REF = 1e-6, 1024
-HARD_P = 1.0 / 16
 NEAR_TIE = 0.005  # rewards closer than this (half a point of pass rate) count as a tie
 
 
@@ -87,14 +87,6 @@ def cache_dir() -> Path:
     """Where simulated sweeps for recommendations are kept (``ISOSIM_CACHE`` overrides)."""
     root = os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim"
     return Path(root) / "recommend"
-
-
-def hard_share(profile_spec: str, draws: int = 4096) -> float:
-    """Share of problems with base pass@1 below 1/16 under a profile (a seeded sample)."""
-    from isosim.profiles import get_profile
-
-    p = get_profile(profile_spec).sample(draws, np.random.default_rng(0))
-    return float((p < HARD_P).mean())
 
 
 def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:

@@ -8,7 +8,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("ablations", "regularisation and lr-rule ablations")
@@ -35,7 +35,7 @@ res = {}
 for name, kw in variants.items():
     res[name] = {}
     for p in ("easy", "hard"):
-        df = F.run_q1(p, scale, **kw)
+        df = F.run_q1(PRESET[p], scale, **kw)
         c = F.curve_at(df, scale.budget)
         n_star = F.argmax_n(c)
         res[name][p] = {"curve": c, "n_star": n_star, "gain_over_min_pp": 100 * (c[n_star] - c[min(c)])}

@@ -8,7 +8,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("baseline", "baseline decoupling at B_p = 128")
@@ -17,9 +17,9 @@ if not quick:
     scale = F.Scale(n_train=512, n_val=512, seeds=(0, 1, 2))
 
 # %%
-res = {"preset": F.score_f9("easy", scale, steps=steps),
-       "dr_grpo (mean-only advantages)": F.score_f9("easy", scale, steps=steps, adv="drgrpo"),
-       "hard preset": F.score_f9("hard", scale, steps=steps)}
+res = {"preset": F.score_f9(PRESET["easy"], scale, steps=steps),
+       "dr_grpo (mean-only advantages)": F.score_f9(PRESET["easy"], scale, steps=steps, adv="drgrpo"),
+       "hard preset": F.score_f9(PRESET["hard"], scale, steps=steps)}
 for k, v in res.items():
     print(f"{k:32s} holds {v['holds']}  {F.brief('F9', v)}")
 write_json(out, {"scale": scale.__dict__, "steps": steps, "results": res}, started)

@@ -8,7 +8,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("bp_sensitivity", "B_p vs n spread")
@@ -24,6 +24,6 @@ if not quick:
 # %%
 res = {}
 for preset in (("easy", "easy-kl") if quick else ("easy", "hard", "easy-kl")):
-    res[preset] = F.score_f5(preset, scale, b_p_values=b_p_values, n_values=n_values)
+    res[preset] = F.score_f5(PRESET.get(preset, preset), scale, b_p_values=b_p_values, n_values=n_values)
     print(preset, F.brief("F5", res[preset]), "holds", res[preset]["holds"])
 write_json(out, {"scale": scale.__dict__, "b_p_values": b_p_values, "n_values": n_values, "results": res}, started)

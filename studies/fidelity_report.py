@@ -8,7 +8,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, _, fig_dir, out = setup("fidelity_report", "scores of every finding")
@@ -16,12 +16,12 @@ quick, _, fig_dir, out = setup("fidelity_report", "scores of every finding")
 # %%
 reports = {}
 for name, seeds in (("tuning seeds 0-1", (0, 1)), ("held-out seeds 100-101", (100, 101))):
-    r = F.evaluate("easy", "hard", F.with_seeds(F.QUICK, seeds))
+    r = F.evaluate(PRESET["easy"], PRESET["hard"], F.with_seeds(F.QUICK, seeds))
     reports[f"QUICK, {name}"] = r.scores
     print(f"== QUICK, {name}\n{r.summary()}")
 if not quick:
     for name, seeds in (("tuning seeds 0-1", (0, 1)), ("held-out seeds 100-101", (100, 101))):
-        r = F.evaluate("easy", "hard", F.with_seeds(F.MEDIUM, seeds), findings=("F1", "F2", "F3"))
+        r = F.evaluate(PRESET["easy"], PRESET["hard"], F.with_seeds(F.MEDIUM, seeds), findings=("F1", "F2", "F3"))
         reports[f"MEDIUM, {name}"] = r.scores
         print(f"== MEDIUM, {name}\n{r.summary()}")
 write_json(out, {"reports": reports}, started)

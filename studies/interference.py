@@ -15,7 +15,7 @@ from isosim import fidelity as F
 from isosim.plots import save
 from isosim.presets import get_preset
 
-from common import figure, setup, write_json
+from common import MIX, PRESET, figure, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("interference", "pass@1 histograms at matched compute")
@@ -24,11 +24,11 @@ if not quick:
 
 # %% matched-compute histograms
 settings = {
-    "hard preset": ("hard", {}),
-    "hard + typicality 0.5": ("hard", {"typicality": 0.5}),
-    "hard + typicality 0.5, tabular": ("hard", {"typicality": 0.5, "policy": "tabular"}),
-    "mix 50/50 + typicality 0.5": ("hard:0.5,easy:0.5", {"typicality": 0.5}),
-    "mix 50/50, tabular": ("hard:0.5,easy:0.5", {"policy": "tabular"}),
+    "hard preset": (PRESET["hard"], {}),
+    "hard + typicality 0.5": (PRESET["hard"], {"typicality": 0.5}),
+    "hard + typicality 0.5, tabular": (PRESET["hard"], {"typicality": 0.5, "policy": "tabular"}),
+    "mix 50/50 + typicality 0.5": (MIX, {"typicality": 0.5}),
+    "mix 50/50, tabular": (MIX, {"policy": "tabular"}),
 }
 hist = {}
 for name, (preset, kw) in settings.items():
@@ -55,9 +55,9 @@ seeds = tuple(range(8 if quick else 32))
 theory = {}
 for prof in ("easy", "hard"):
     theory[prof] = {
-        "theory_setting": F.score_f4_theory(prof, budget=1e4, n_values=n_values, seeds=seeds)["train_reward"],
-        "preset_recipe": F.score_f4_theory(prof, budget=1e4, n_values=n_values, seeds=seeds,
-                                           **{k: get_preset(prof)[k] for k in keys})["train_reward"],
+        "theory_setting": F.score_f4_theory(PRESET[prof], budget=1e4, n_values=n_values, seeds=seeds)["train_reward"],
+        "preset_recipe": F.score_f4_theory(PRESET[prof], budget=1e4, n_values=n_values, seeds=seeds,
+                                           **{k: get_preset(PRESET[prof])[k] for k in keys})["train_reward"],
     }
     print(prof, {k: {n: round(v, 3) for n, v in c.items()} for k, c in theory[prof].items()})
 

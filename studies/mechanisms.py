@@ -8,7 +8,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import figure, setup, write_json
+from common import PRESET, figure, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("mechanisms", "best@k vs worst@k over n")
@@ -22,7 +22,7 @@ extreme_scale = scale if quick else F.Scale(n_train=512, n_val=512, b_p=16, budg
 res, fig_data = {}, {}
 for p in presets:
     sc = extreme_scale if p == "extreme" else scale
-    df = F.run_q1(p, sc)
+    df = F.run_q1(PRESET[p], sc)
     res[p] = F.metric_gains(df, sc.budget)
     res[p]["val_avg"] = F.curve_at(df, sc.budget)
     print(p, "avg-opt n", res[p]["n_opt_avg"],

@@ -12,7 +12,7 @@ import numpy as np
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, setup, write_json
+from common import PRESET, figure, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("nsat_map", "n_sat over interference and difficulty")
@@ -30,7 +30,7 @@ grid = np.zeros((len(strengths), len(profiles)))
 cells = []
 for i, t in enumerate(strengths):
     for j, prof in enumerate(profiles):
-        df = F.run_q1("easy", scale, profile=prof, typicality=t)
+        df = F.run_q1(PRESET["easy"], scale, profile=prof, typicality=t)
         c = F.curve_at(df, scale.budget)
         grid[i, j] = F.argmax_n(c)
         cells.append({"typicality": t, "profile": prof, "n_star": int(grid[i, j]), "curve": c})

@@ -17,7 +17,7 @@ from isosim import fidelity as F
 from isosim.problems import build
 from isosim.config import SimConfig
 from isosim.plots import save
-from common import figure, setup, write_json
+from common import PRESET, figure, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("nsat_predictor", "n_sat from base pass@1 statistics")
@@ -65,7 +65,7 @@ rows = []
 for i in range(n_settings):
     a, b, s = rng.uniform(0.3, 3.0), rng.uniform(0.5, 4.0), rng.choice([0.1, 0.3, 1.0])
     prof = f"scaled-beta:{s},{a:.3f},{b:.3f}"
-    df = F.run_q1("easy", scale, profile=prof)
+    df = F.run_q1(PRESET["easy"], scale, profile=prof)
     c = F.curve_at(df, scale.budget)
     best = max(c.values())
     n_tol = min(n for n, v in c.items() if v >= best - TOL)

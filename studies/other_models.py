@@ -14,7 +14,7 @@ import time
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, seed_scales, setup, write_json
+from common import PRESET, figure, seed_scales, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("other_models", "n* vs the train-test gap (F7)")
@@ -33,7 +33,7 @@ for seeds, sc in scales.items():
         if seeds == "held-out seeds" and not name.startswith(("tabular 3", "off")):
             continue
         t0 = time.time()
-        res[f"{seeds}: {name}"] = r = F.score_f7("easy", sc, model=model)
+        res[f"{seeds}: {name}"] = r = F.score_f7(PRESET["easy"], sc, model=model)
         print(f"{seeds}: {name}: holds {r['holds']}  {F.brief('F7', r)} ({time.time() - t0:.0f} s)")
         for part in ("reference", "model"):
             print(f"  {part:9s} val   " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))
@@ -43,7 +43,7 @@ for seeds, sc in scales.items():
 if not quick:
     full = F.Scale(**{**F.FULL.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512, 1024), "seeds": (0, 1)})
     t0 = time.time()
-    res["FULL, tuning seeds: tabular 3 (MEMORISING_MODEL)"] = r = F.score_f7("easy", full, model=F.MEMORISING_MODEL)
+    res["FULL, tuning seeds: tabular 3 (MEMORISING_MODEL)"] = r = F.score_f7(PRESET["easy"], full, model=F.MEMORISING_MODEL)
     print(f"FULL: holds {r['holds']}  {F.brief('F7', r)} ({time.time() - t0:.0f} s)")
     for part in ("reference", "model"):
         print(f"  {part:9s} val   " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))

@@ -13,7 +13,7 @@ import time
 from isosim import fidelity as F
 from isosim.plots import save
 
-from common import figure, plot_vs_n, seed_scales, setup, write_json
+from common import PRESET, figure, plot_vs_n, seed_scales, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("out_of_domain", "n* out of domain (F11)")
@@ -25,7 +25,7 @@ res = {}
 for seeds, sc in scales.items():
     for ood in oods:
         t0 = time.time()
-        res[f"{seeds}, ood {ood}"] = r = F.score_f11("easy", sc, ood=ood)
+        res[f"{seeds}, ood {ood}"] = r = F.score_f11(PRESET["easy"], sc, ood=ood)
         print(f"{seeds}, ood {ood}: holds {r['holds']}  {F.brief('F11', r)} ({time.time() - t0:.0f} s)")
         for part in ("in_domain", "out_of_domain"):
             p = r[part]
@@ -34,12 +34,12 @@ for seeds, sc in scales.items():
 if not quick:  # the FULL Q1 scale (512 problems, B_p 32, 1e7), AIME-like OOD set only
     full = F.Scale(**{**F.FULL.__dict__, "n_values": (8, 16, 32, 64, 128, 256, 512, 1024), "seeds": (0, 1)})
     t0 = time.time()
-    res[f"FULL, tuning seeds, ood {F.OOD_PROFILE}"] = r = F.score_f11("easy", full)
+    res[f"FULL, tuning seeds, ood {F.OOD_PROFILE}"] = r = F.score_f11(PRESET["easy"], full)
     print(f"FULL: holds {r['holds']}  {F.brief('F11', r)} ({time.time() - t0:.0f} s)")
     for part in ("in_domain", "out_of_domain"):
         print(f"  {part:13s} " + " ".join(f"{n}:{x:.4f}" for n, x in r[part]["val_avg"].items()))
     scales["FULL"] = full
-off = F.score_f11("easy", scales["tuning seeds"], kl=0.0)
+off = F.score_f11(PRESET["easy"], scales["tuning seeds"], kl=0.0)
 res["off: kl 0, tuning seeds"] = off
 print(f"off: kl 0: holds {off['holds']}  {F.brief('F11', off)}")
 

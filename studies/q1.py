@@ -10,7 +10,7 @@ import time
 from isosim import analysis, plots
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q1", "Q1 sweep: n*(C) on the easy and hard presets")
@@ -19,7 +19,7 @@ if not quick:
                     n_values=(8, 16, 32, 64, 128, 256, 512, 1024), seeds=(0, 1, 2))
 
 # %% run the sweeps
-data = {p: F.run_q1(p, scale) for p in ("easy", "hard")}
+data = {p: F.run_q1(PRESET[p], scale) for p in ("easy", "hard")}
 
 # %% frontier and n* per preset
 results = {}

@@ -9,7 +9,7 @@ from isosim import analysis
 from isosim.engine import simulate
 from isosim.sweep import plan_for_preset
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q2", "Q2: n*(M) at fixed total batch")
@@ -19,7 +19,7 @@ kw = dict(quick=True, seeds=2) if quick else dict(seeds=2, total_batch=4096, n_t
 # %%
 res = {}
 for preset in ("easy", "hard"):
-    plan = plan_for_preset(preset, "q2", **kw)
+    plan = plan_for_preset(PRESET[preset], "q2", **kw)
     df = simulate(plan.configs())
     split = analysis.q2_split(df, "val_avg", n_budgets=12)
     res[preset] = {"total_batch": int(df["b_p"].iat[0] * df["n"].iat[0]), "table": split.to_dict("list")}

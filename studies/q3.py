@@ -9,7 +9,7 @@ from isosim import fidelity as F
 from isosim.engine import simulate
 from isosim.sweep import plan_for_preset
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q3", "Q3: (n, B_p) both free")
@@ -19,7 +19,7 @@ kw = dict(quick=True, seeds=2) if quick else dict(seeds=1, n_train=512, n_val=51
 # %%
 res = {}
 for preset in ("easy", "hard"):
-    plan = plan_for_preset(preset, "q3", **kw)
+    plan = plan_for_preset(PRESET[preset], "q3", **kw)
     df = simulate(plan.configs())
     df = df.assign(cell=df["n"].astype(str) + "x" + df["b_p"].astype(str))
     top = float(df.groupby("run_id")["rollouts"].max().min())

@@ -7,7 +7,7 @@ import time
 
 from isosim import fidelity as F
 
-from common import setup, write_json
+from common import PRESET, setup, write_json
 
 started = time.time()
 quick, scale, fig_dir, out = setup("train_size", "n* vs training-set size")
@@ -21,7 +21,7 @@ if not quick:
 # %%
 res = {}
 for name, kw in variants.items():
-    res[name] = F.score_f8("easy", scale, n_small=sizes[0], n_large=sizes[1], **kw)
+    res[name] = F.score_f8(PRESET["easy"], scale, n_small=sizes[0], n_large=sizes[1], **kw)
     print(name, F.brief("F8", res[name]), {k: {n: round(v, 3) for n, v in res[name][k].items()}
                                              for k in ("curve_small", "curve_large")})
 write_json(out, {"scale": scale.__dict__, "sizes": sizes, "results": res}, started)

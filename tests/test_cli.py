@@ -118,3 +118,21 @@ def test_explore_never_imports_llm_stacks(tmp_path):
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
     assert "clean" in res.stdout, res.stderr
     assert np.isfinite(json.loads((tmp_path / "e" / "frontier.json").read_text())["reward"]).all()
+
+
+def test_recommend_json_reports_the_simulated_recipe(tmp_path):
+    """The hard preset is simulated with the paper's hard recipe, and --json says so."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "ISOSIM_CACHE": str(tmp_path)}
+    out = {}
+    for preset in ("hard", "easy"):
+        res = subprocess.run([sys.executable, "-c", "import cli; cli.main()", "recommend", "--budget", "2e4",
+                              "--preset", preset, "--quick", "--json"], capture_output=True, text=True, cwd=ROOT,
+                             timeout=600, env=env)
+        assert res.returncode == 0, res.stderr
+        out[preset] = json.loads(res.stdout)
+    hard, easy = out["hard"], out["easy"]
+    assert (hard["recipe"], hard["kl"], hard["entropy"], hard["recipe_mismatch"]) == ("hard", False, False, False)
+    assert hard["simulated_config"]["kl"] == 0 == hard["simulated_config"]["entropy"]
+    assert hard["simulated_config"]["optimizer"] == "adamw" and hard["simulated_config"]["wd"] > 0
+    assert (easy["recipe"], easy["kl"], easy["entropy"]) == ("easy", True, True)
+    assert easy["simulated_config"]["kl"] > 0 and easy["simulated_config"]["entropy"] > 0

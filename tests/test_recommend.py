@@ -55,6 +55,20 @@ def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(t
     assert (r.recipe, r.advised_recipe, r.recipe_mismatch) == ("easy", "easy", False)
     assert r.simulated_config["profile"] == "hard:0.1,easy:0.9" and r.simulated_config["kl"] > 0
     assert r.kl and r.entropy  # what was simulated, so what a run should use
-    h = rec.recommend(2e4, preset="hard", quick=True, seeds=1)
-    assert h.recipe == "easy" and h.advised_recipe == "hard" and h.recipe_mismatch  # planted: flagged
-    assert "MISMATCH" in h.reasons["kl"]
+    h = rec.recommend(2e4, preset="hard", quick=True, seeds=1)  # the hard preset simulates the hard recipe
+    assert (h.recipe, h.advised_recipe, h.recipe_mismatch) == ("hard", "hard", False)
+    assert not h.kl and not h.entropy and h.simulated_config["kl"] == 0 == h.simulated_config["entropy"]
+    planted = rec.recommend(2e4, preset="hard-distance", quick=True, seeds=1)  # KL + entropy on a hard set
+    assert planted.recipe == "easy" and planted.advised_recipe == "hard" and planted.recipe_mismatch
+    assert "MISMATCH" in planted.reasons["kl"]
+
+
+def test_recipe_of_a_mix_follows_its_share_of_hard_problems():
+    from isosim.presets import get_preset, recipe_for
+
+    assert recipe_for("hard:0.5,easy:0.5") == "hard" == recipe_for("hard:0.5,easy:0.25,very-easy:0.25")
+    assert recipe_for("hard:0.1,easy:0.9") == "easy"
+    for name in ("hard", "extreme", "hard:0.5,easy:0.5"):  # the paper's hard recipe: neither term
+        assert get_preset(name)["kl"] == 0 == get_preset(name)["entropy"], name
+    for name in ("easy", "very-easy", "hard:0.1,easy:0.9"):
+        assert get_preset(name)["kl"] > 0 and get_preset(name)["entropy"] > 0, name
