@@ -108,6 +108,9 @@ class SimConfig:
     """base learning rate at the reference batch ``b_ref``"""
     lr_rule: Literal["sqrt", "linear", "constant"] = "sqrt"
     """lr = lr * (b_p * n / b_ref) ** {0.5, 1, 0}"""
+    lr_power: float | None = None
+    """if set, the exponent of the batch-size rule instead of ``lr_rule``'s (a fitted lr mapping:
+    how much faster per step a larger rollout batch moves the policy; ``isosim.dynamics``)"""
     b_ref: int = 1024
     """reference rollout batch of the lr rule"""
     beta1: float = 0.9
@@ -165,6 +168,7 @@ class SimConfig:
         need(self.lr_rule in LR_RULES, f"unknown lr rule {self.lr_rule!r} (use {', '.join(LR_RULES)})")
         need(self.n_est is None or self.n_est >= self.n, "n_est (decoupled baseline) must be >= n")
         need(self.lr > 0, "lr must be positive")
+        need(self.lr_power is None or -1.0 <= self.lr_power <= 2.0, "lr_power must lie in [-1, 2]")
         need(self.clusters >= 1 and self.mem_dim >= 1 and self.hidden >= 1, "clusters, mem_dim, hidden must be >= 1")
         need(0 <= self.hard_clusters < self.clusters,
              f"hard_clusters must lie in [0, clusters) (got {self.hard_clusters})")
@@ -196,7 +200,7 @@ class SimConfig:
     @property
     def step_lr(self) -> float:
         """The lr after the batch-size rule."""
-        power = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[self.lr_rule]
+        power = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[self.lr_rule] if self.lr_power is None else self.lr_power
         return self.lr * (self.b_p * self.n / self.b_ref) ** power
 
     @property
@@ -222,7 +226,7 @@ class SimConfig:
         """Stable id: readable allocation plus a hash of every other setting."""
         d = dataclasses.asdict(self)
         d["extra"] = sorted(d["extra"].items())
-        for key, default in (("val_profile", None), ("hard_clusters", 0)):
+        for key, default in (("val_profile", None), ("hard_clusters", 0), ("lr_power", None)):
             if d[key] == default:  # keeps the ids of runs from before the field existed
                 del d[key]
         digest = hashlib.sha1(repr(sorted(d.items())).encode()).hexdigest()[:8]
