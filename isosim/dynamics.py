@@ -263,7 +263,7 @@ def hard_share(profile: str, draws: int = 4096) -> float:
 def free_parameters(settings: dict, profile: str, batches: int = 2) -> list[str]:
     """Which settings are fitted for this recipe and profile (see the module docstring);
     ``batches`` is the number of distinct rollout batches ``B_p * n`` among the cheap runs."""
-    names = ["lr", "lr_power", "transfer_frac"] if batches >= 2 else ["lr", "transfer_frac"]
+    names = ["lr", "lr_power", "transfer_frac", "loading_lo"] if batches >= 2 else ["lr", "transfer_frac", "loading_lo"]
     if 0.1 <= hard_share(profile) <= 0.9:
         names.append("hard_loading")
     if float(settings.get("kl", 0.0)) > 0:
@@ -338,6 +338,49 @@ class _Problem:
         return res
 
 
+def _fit_once(prob: _Problem, max_evals: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """Coarse grid over lr x transfer_frac (one batched simulation), then Nelder-Mead."""
+    from scipy.optimize import minimize
+
+    names, settings = prob.names, prob.settings
+    start = {p: _start(settings, p) for p in names}
+    grid_axes = {"lr": [start["lr"] * m for m in GRID_LR] if "lr" in names else [None],
+                 "transfer_frac": list(GRID_TRANSFER) if "transfer_frac" in names else [None]}
+    grid = [{**start, **{k: v for k, v in (("lr", lr), ("transfer_frac", tf)) if v is not None}}
+            for lr in grid_axes["lr"] for tf in grid_axes["transfer_frac"]]
+    grid_loss = prob.losses(grid)
+    best = int(np.argmin(grid_loss))
+    log(f"calibrate --dynamics: grid of {len(grid)} points over lr x transfer_frac, best loss "
+        f"{grid_loss[best]:.3g} at " + ", ".join(f"{k} {v:.3g}" for k, v in grid[best].items()))
+    x0 = np.array([_to_x(p, grid[best][p]) for p in names])
+
+    def point(x: np.ndarray) -> dict:
+        return {p: _from_x(p, float(v)) for p, v in zip(names, x)}
+
+    cache: dict[tuple, float] = {}
+
+    def objective(x: np.ndarray) -> float:
+        key = tuple(np.round(x, 12))
+        if key not in cache:
+            cache[key] = prob.losses([point(x)])[0]
+        return cache[key]
+
+    x_best = x0
+    if names:
+        steps = {"lr": math.log(2.0), "lr_power": 0.25, "transfer_frac": 0.7, "loading_lo": math.log(3.0),
+                 "hard_loading": math.log(3.0), "kl": math.log(3.0), "wd": math.log(3.0)}
+        simplex = [x0] + [x0 + np.eye(len(names))[i] * steps[p] for i, p in enumerate(names)]
+        res = minimize(objective, x0, method="Nelder-Mead",
+                       options={"maxfev": max_evals, "initial_simplex": np.array(simplex), "xatol": 0.02,
+                                "fatol": 1e-7})
+        if res.fun <= objective(x0):
+            x_best = res.x
+    fitted = point(x_best)
+    loss = objective(x_best) if names else prob.losses([{}])[0]
+    return {"prob": prob, "fitted": fitted, "loss": loss, "start": start, "start_loss": prob.losses([start])[0],
+            "grid_points": len(grid)}
+
+
 def calibrate_dynamics(runs: CheapRuns, profile: str | Path, *, preset: str | None = None, seeds: int | None = None,
                        seed: int = 0, max_evals: int = MAX_EVALS, fixed: dict | None = None,
                        params: Sequence[str] | None = None,
@@ -345,8 +388,6 @@ def calibrate_dynamics(runs: CheapRuns, profile: str | Path, *, preset: str | No
     """Fit the free settings (:func:`free_parameters`) to ``runs``; return the ``dynamics`` and
     ``fit`` blocks of the calibrated profile. ``fixed`` pins settings (a control: a fitted name
     given here is held at its value, not fitted)."""
-    from scipy.optimize import minimize
-
     from isosim.presets import get_preset
     from isosim.profiles import read_profile
 
@@ -377,54 +418,31 @@ def calibrate_dynamics(runs: CheapRuns, profile: str | Path, *, preset: str | No
     batches = len({n * b for n, b in runs.groups})
     names = [p for p in (free_parameters(settings, profile, batches) if params is None else params)
              if p not in fixed]
-    prob = _Problem(settings, runs, real_curves(runs), list(range(seed, seed + seeds)), names)
-    start = {p: _start(settings, p) for p in names}
-
-    # 1. coarse grid over lr x transfer_frac (one batched simulation)
-    grid_axes = {"lr": [start["lr"] * m for m in GRID_LR] if "lr" in names else [None],
-                 "transfer_frac": list(GRID_TRANSFER) if "transfer_frac" in names else [None]}
-    grid = [{**start, **{k: v for k, v in (("lr", lr), ("transfer_frac", tf)) if v is not None}}
-            for lr in grid_axes["lr"] for tf in grid_axes["transfer_frac"]]
-    grid_loss = prob.losses(grid)
-    best = int(np.argmin(grid_loss))
-    log(f"calibrate --dynamics: grid of {len(grid)} points over lr x transfer_frac, best loss "
-        f"{grid_loss[best]:.3g} at " + ", ".join(f"{k} {v:.3g}" for k, v in grid[best].items()))
-    x0 = np.array([_to_x(p, grid[best][p]) for p in names])
-
-    # 2. Nelder-Mead on log / logit parameters
-    def point(x: np.ndarray) -> dict:
-        return {p: _from_x(p, float(v)) for p, v in zip(names, x)}
-
-    cache: dict[tuple, float] = {}
-
-    def objective(x: np.ndarray) -> float:
-        key = tuple(np.round(x, 12))
-        if key not in cache:
-            cache[key] = prob.losses([point(x)])[0]
-        return cache[key]
-
-    if names:
-        steps = {"lr": math.log(2.0), "lr_power": 0.25, "transfer_frac": 0.7, "loading_lo": math.log(3.0), "hard_loading": math.log(3.0),
-                 "kl": math.log(3.0), "wd": math.log(3.0)}
-        simplex = [x0] + [x0 + np.eye(len(names))[i] * steps[p] for i, p in enumerate(names)]
-        res = minimize(objective, x0, method="Nelder-Mead",
-                       options={"maxfev": max_evals, "initial_simplex": np.array(simplex), "xatol": 0.02,
-                                "fatol": 1e-7})
-        x_best = res.x if res.fun <= objective(x0) else x0
-    else:
-        x_best = x0
-    fitted = point(x_best)
-    loss = objective(x_best) if names else prob.losses([{}])[0]
-    start_loss = prob.losses([start])[0]
+    curves = real_curves(runs)
+    sim_seeds = list(range(seed, seed + seeds))
+    # the loading distribution is a discrete choice: fit under each, keep the lower loss
+    dists = (["uniform", "loguniform"] if "loading_lo" in names and "loading_dist" not in fixed
+             else [settings.get("loading_dist", "uniform")])
+    tried = {}
+    for dist in dists:
+        prob = _Problem({**settings, "loading_dist": dist}, runs, curves, sim_seeds, names)
+        tried[dist] = _fit_once(prob, max_evals, log)
+        if len(dists) > 1:
+            log(f"calibrate --dynamics: loading_dist {dist}: loss {tried[dist]['loss']:.3g}")
+    choice = min(tried, key=lambda d: tried[d]["loss"])
+    best = tried[choice]
+    prob, fitted, loss, start, start_loss = (best[k] for k in ("prob", "fitted", "loss", "start", "start_loss"))
+    settings = prob.settings
     sim = prob.simulated([fitted])[0]
     seconds = time.perf_counter() - t0
-    log(f"calibrate --dynamics: loss {loss:.3g} (preset's settings: {start_loss:.3g}) after {prob.evals} "
-        f"simulated points in {seconds:.0f} s; " + ", ".join(f"{k} {v:.4g}" for k, v in fitted.items()))
+    log(f"calibrate --dynamics: loss {loss:.3g} (preset's settings: {start_loss:.3g}) in {seconds:.0f} s"
+        + (f", loading_dist {choice}" if len(dists) > 1 else "") + "; "
+        + ", ".join(f"{k} {v:.4g}" for k, v in fitted.items()))
 
     overrides = {k: v for k, v in {**settings, **fitted}.items() if k not in NOT_CARRIED}
-    curves = {}
+    curve_points = {}
     for (n, b), real in prob.curves.items():
-        curves[f"n={n},b_p={b}"] = {
+        curve_points[f"n={n},b_p={b}"] = {
             "rollouts": real["rollouts"].tolist(), "real_val_avg": real["val_avg"].tolist(),
             "real_gain": real["gain"].tolist(), "simulated_gain": sim[(n, b)].tolist()}
     dynamics = {"preset": preset, "overrides": overrides, "fitted": fitted}
@@ -436,7 +454,10 @@ def calibrate_dynamics(runs: CheapRuns, profile: str | Path, *, preset: str | No
         "max_rollouts": runs.max_rollouts, "records_used": int(len(runs.df)),
         "runs_cut_at_limit": runs.cut, "train_size": runs.train_size, "val_size": runs.val_size,
         "copied_from_runs": {"warmup": runs.warmup} if runs.warmup is not None else {},
-        "grid_points": len(grid), "evaluations": prob.evals, "seconds": seconds, "curves": curves,
+        "loading_dist": settings.get("loading_dist", "uniform"),
+        "alternatives": {d: {"loss": r["loss"], "parameters": r["fitted"]} for d, r in tried.items()},
+        "grid_points": best["grid_points"], "evaluations": sum(r["prob"].evals for r in tried.values()),
+        "seconds": seconds, "curves": curve_points,
     }
     return {"dynamics": dynamics, "fit": fit}
 

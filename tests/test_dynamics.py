@@ -135,3 +135,23 @@ def test_bad_input_is_one_line_exit_2(truth, tmp_path, monkeypatch, capsys, case
     assert code == 2
     assert err.startswith("isosim: error:") and len(err.splitlines()) == 1, err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_new_fields_leave_old_runs_and_populations_alone(tmp_path):
+    """lr_power and loading_dist at their defaults change no run id, plan id or draw; a log-uniform
+    loading changes the loadings only, and lr_power replaces the lr rule's exponent."""
+    from isosim import sweep
+    from isosim.problems import build
+
+    cfg = SimConfig(n=4, b_p=8, n_train=64, n_val=32, budget=1e3)
+    assert cfg.run_id == "easy-n4-bp8-s0-26c20285"  # its id before the fields existed
+    assert cfg.replace(lr_power=0.5).run_id != cfg.run_id
+    plan = sweep.plan_for_preset("easy", "q1", quick=True)
+    assert "lr_power" not in plan.base and "loading_dist" not in plan.base
+    log = cfg.replace(loading_dist="loguniform", loading_lo=0.01)
+    a, b = build(cfg.replace(loading_lo=0.01), memorize=False), build(log, memorize=False)
+    assert np.array_equal(a.p0, b.p0) and np.array_equal(a.correct, b.correct) and np.array_equal(a.z0, b.z0)
+    la, lb = a.U[..., :8].amax((-1, -2)), b.U[..., :8].amax((-1, -2))
+    assert np.array_equal(la > 0, lb > 0) and not np.allclose(la, lb)  # same problems transfer, other loadings
+    assert float(lb[lb > 0].median()) < 0.25 < float(la[la > 0].median())  # medians ~0.1 vs ~0.5
+    assert cfg.replace(lr_power=0.0).step_lr == cfg.lr and cfg.step_lr == cfg.lr * (32 / 1024) ** 0.5
