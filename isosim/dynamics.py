@@ -20,14 +20,22 @@ setting            what it stands for                                           
                    carry over: a real model at its largest useful lr gains less)
 ``transfer_frac``  the share of problems that learn through shared skill (the         always
                    ceiling that validation can reach by transfer)
+``loading_lo``     the slowest transferring problem's loading (the spread of          always
+                   learning speeds), with ``loading_dist`` uniform or log-uniform
+                   on [loading_lo, loading_hi]: a discrete choice, both fitted, the
+                   lower loss kept (log-uniform: speeds spread over decades, a steady
+                   rise rather than a near ceiling)
 ``hard_loading``   how far problems with base pass@1 < 1/16 sit from the shared       when 10-90 % of the
                    skill (transfer strength of the hard problems)                     profile is < 1/16
 ``kl`` or ``wd``   the restoring force: the KL pull for recipes with KL, else weight  when the recipe
                    decay for AdamW (or L2) recipes                                    has one
 =================  =================================================================  ========
 
-``loading_lo`` (the spread of transfer strengths) can be fitted too (``--fit``); it is not by default:
-on the organism it lowered the loss a little and made the prediction no better.
+Why these: under Adam the per-step move is about ``lr``, so the step scale and how it grows with
+the batch (``lr_power``) decide how far each ``n`` gets per rollout, which is what ``n*`` compares;
+the transfer share and the spread of speeds decide whether the curves flatten (where every ``n``
+ties and larger ``n`` catch up) or keep rising; the restoring force sets the equilibrium. A feature
+strength (``skill``) is not fitted: under Adam it only rescales ``lr``.
 
 The problem-specific interference part (``memorize``) is not fitted: it sends every run down the
 simulator's general (per-response) path, about 10x slower than the closed form the linear skill
