@@ -155,3 +155,29 @@ def test_new_fields_leave_old_runs_and_populations_alone(tmp_path):
     assert np.array_equal(la > 0, lb > 0) and not np.allclose(la, lb)  # same problems transfer, other loadings
     assert float(lb[lb > 0].median()) < 0.25 < float(la[la > 0].median())  # medians ~0.1 vs ~0.5
     assert cfg.replace(lr_power=0.0).step_lr == cfg.lr and cfg.step_lr == cfg.lr * (32 / 1024) ** 0.5
+
+
+def test_organism_predict_checks_its_dynamics_profiles(truth, tmp_path, capsys):
+    """--write-profiles writes the splits' rates; a dynamics profile of other data, or one split
+    without dynamics, is refused with one line and exit 2 before anything is simulated."""
+    from pathlib import Path
+
+    from llm_runs import organism_predict as op
+
+    root = Path(__file__).resolve().parents[1] / "studies" / "results" / "organism"
+    common = ["--calibration", str(root / "profile.json"), "--splits", str(root / "splits"), "--work", str(tmp_path)]
+    op.main([*common, "--write-profiles", str(tmp_path / "p")])
+    easy = json.loads((tmp_path / "p" / "easy_profile.json").read_text())
+    assert len(easy["rates"]) == 3500 and (tmp_path / "p" / "hard_profile.json").is_file()
+    other = tmp_path / "other.json"  # calibrated on other data (the test's simulated runs)
+    runs = dyn.read_cheap_runs(truth["runs"], max_rollouts=2000, n_values=[4])
+    dyn.write_dynamics_profile(other, truth["profile"], dyn.calibrate_dynamics(runs, truth["profile"],
+                                                                               params=["lr"], max_evals=2))
+    for args, message in (([f"--dynamics=easy={other}", f"--dynamics=hard={other}"], "rates are not the easy"),
+                          ([f"--dynamics=easy={other}"], "not for ['hard']")):
+        with pytest.raises(SystemExit) as exc:
+            op.main([*common, *args, "--out", str(tmp_path / "pred.json")])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "pred.json").exists()
