@@ -120,7 +120,7 @@ class CheapRuns:
     """the runs' warm-up steps (config.json ``warmup_steps``), copied into the simulation"""
     run_ids: list[str]
     cut: int
-    """runs that had records past the limit (reading stopped there)"""
+    """runs used that had records past the limit (reading stopped there)"""
 
 
 def _read_records(path: Path, limit: float) -> tuple[list[dict], bool]:
@@ -174,29 +174,36 @@ def read_cheap_runs(folder: str | Path, *, max_rollouts: float | None = None,
     if not files:
         raise IsosimError(f"{folder}: no run folders with records.jsonl")
     limit = math.inf if max_rollouts is None else float(max_rollouts)
-    frames, cut, warmups, recipes = [], 0, set(), set()
+    frames, cut, warmups, recipes, skipped = [], 0, set(), set(), set()
     for f in files:
-        rows, was_cut = _read_records(f, limit)
-        cut += was_cut
-        if not rows:
-            continue
-        frame = pd.DataFrame(rows)
+        cfg: dict = {}
         cfg_path = f.parent / "config.json"
         if cfg_path.is_file():
             try:
                 cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise IsosimError(f"{cfg_path}: cannot read ({exc})") from None
-            if isinstance(cfg, dict):
-                if cfg.get("warmup_steps") is not None:
-                    frame["warmup"] = int(cfg["warmup_steps"])
-                if cfg.get("recipe") and "recipe" not in frame:
-                    frame["recipe"] = cfg["recipe"]
+            cfg = cfg if isinstance(cfg, dict) else {}
+        if n_values and isinstance(cfg.get("n"), int) and cfg["n"] not in n_values:
+            skipped.add(cfg["n"])  # a run of another n: its records are not read at all
+            continue
+        rows, was_cut = _read_records(f, limit)
+        cut += was_cut
+        if not rows:
+            continue
+        frame = pd.DataFrame(rows)
+        if cfg.get("warmup_steps") is not None:
+            frame["warmup"] = int(cfg["warmup_steps"])
+        if cfg.get("recipe") and "recipe" not in frame:
+            frame["recipe"] = cfg["recipe"]
         frames.append(frame)
+    if not frames and skipped:
+        raise IsosimError(f"--n {n_values[0]}: no runs with n = {n_values[0]} in {folder} "
+                          f"(n = {', '.join(map(str, sorted(skipped)))})")
     if not frames:
         raise IsosimError(f"{folder}: no records at or below {limit:g} rollouts")
     df = records.normalize(pd.concat(frames, ignore_index=True), source=str(folder))
-    available = sorted(int(v) for v in df["n"].unique())
+    available = sorted({int(v) for v in df["n"].unique()} | skipped)
     if n_values:
         unknown = [n for n in n_values if n not in available]
         if unknown:
