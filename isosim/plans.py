@@ -16,6 +16,8 @@ from isosim.errors import IsosimError
 from isosim.presets import get_preset
 
 QUESTIONS = ("q1", "q2", "q3")
+NEW_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"))
+"""SimConfig fields added after plans were first written: left out of a plan's base at these values"""
 PLAN_FORMAT = 1
 
 # Fields of SimConfig that a plan's grid sets; the stored base config leaves them out, so two
@@ -223,6 +225,9 @@ def _jsonable_base(base: dict | SimConfig) -> dict:
     if unknown:
         raise IsosimError(f"unknown SimConfig field(s) in the plan's base: {', '.join(unknown)}")
     d = {k: v for k, v in base.items() if k not in GRID_FIELDS}
+    for key, default in NEW_FIELD_DEFAULTS:  # at their defaults they leave plan ids as they were
+        if key in d and d[key] == default:
+            del d[key]
     try:
         return json.loads(json.dumps(d, sort_keys=True))
     except (TypeError, ValueError) as exc:
@@ -393,6 +398,23 @@ def _budget(base: SimConfig, budget: float | None) -> float:
     return float(budget)
 
 
+def profile_dynamics(spec: Any) -> dict:
+    """The SimConfig overrides of a profile file's ``dynamics`` block ({} for any other profile)."""
+    if spec is None:
+        return {}
+    from isosim.profiles import get_profile
+
+    block = get_profile(str(spec)).dynamics
+    if not block:
+        return {}
+    fields = {f.name for f in dataclasses.fields(SimConfig)}
+    bad = sorted(k for k in block["overrides"] if k not in fields or k in GRID_FIELDS or k == "profile")
+    if bad:
+        raise IsosimError(f"profile {spec}: its dynamics block sets {', '.join(bad)}, which are not "
+                          f"SimConfig settings a profile may override")
+    return dict(block["overrides"])
+
+
 _GRID_KEYS = {
     "q1": ("n_values", "b_p", "b_max"),
     "q2": ("n_values", "total_batch", "b_max"),
@@ -418,6 +440,10 @@ def plan_for_preset(
     Full defaults follow PAPER.md: ``n`` and ``B_p`` powers of two (8..2048, 32..1024),
     ``b_max`` 65,536 (16,384 for hard/extreme profiles), budget 1e7 rollouts. ``quick=True``:
     ``n`` in {4, 16, 64}, at most 2 seeds, budget 2e5, 128 train and validation problems.
+
+    A ``profile`` override naming a profile file with a ``dynamics`` block (``isosim calibrate
+    --dynamics``) applies the block's SimConfig overrides on top of the preset; the caller's own
+    overrides still win. A profile without the block changes nothing but the problems.
     """
     question = str(question).lower()
     if question not in QUESTIONS:
@@ -430,9 +456,10 @@ def plan_for_preset(
     quick_settings = {"n_train": QUICK["n_train"], "n_val": QUICK["n_val"]} if quick else {}
     if quick:
         seeds = min(seeds, QUICK["seeds"])
-    # later sources win: preset < quick sizes < the caller's overrides
-    for source, items in (("preset " + repr(preset_name), preset), ("quick", quick_settings),
-                          ("override", overrides)):
+    dynamics = profile_dynamics(overrides.get("profile"))
+    # later sources win: preset < a profile's fitted dynamics < quick sizes < the caller's overrides
+    for source, items in (("preset " + repr(preset_name), preset), ("dynamics", dynamics),
+                          ("quick", quick_settings), ("override", overrides)):
         for key, value in items.items():
             if key == "budget":
                 if source == "override" and budget_max is None:
@@ -462,7 +489,7 @@ def plan_for_preset(
                     "b_p_values": powers_of_two(*FULL_B_P)}
     # n = b_p = 1 only make the base valid on its own; every run gets its cell's n and b_p
     base = SimConfig(**settings, n=1, b_p=1, budget=float(budget), seed=int(seed))
-    label = f"{preset_name}{' quick' if quick else ''}"
+    label = f"{preset_name}{' quick' if quick else ''}{' + fitted dynamics' if dynamics else ''}"
     common = dict(seeds=seeds, seed=seed, b_max=grid["b_max"], label=label)
     n_values = grid.get("n_values")
     if question == "q1":

@@ -94,7 +94,11 @@ def build(cfg: SimConfig, *, device: str | torch.device = "cpu", dtype=torch.flo
         h = cfg.hard_clusters
         cluster = np.where(p < HARD_P, cfg.clusters - h + cluster % h, cluster % (cfg.clusters - h))
     transfers = rng.random(P) < cfg.transfer_frac
-    loading = np.where(transfers, rng.uniform(cfg.loading_lo, cfg.loading_hi, P), 0.0)
+    if cfg.loading_dist == "loguniform":  # the same number of draws: no other draw changes
+        drawn = np.exp(rng.uniform(np.log(cfg.loading_lo), np.log(cfg.loading_hi), P))
+    else:
+        drawn = rng.uniform(cfg.loading_lo, cfg.loading_hi, P)
+    loading = np.where(transfers, drawn, 0.0)
     loading = np.where(p < HARD_P, loading * cfg.hard_loading, loading)
 
     mem_dim = cfg.mem_dim if memorize else 0

@@ -14,6 +14,12 @@ so a run's configuration stays a plain value:
 ``path/to/profile.json``           measured rates (``write_profile``; ``isosim calibrate``)
 =================================  ===========================================================
 
+A profile file may also carry a ``dynamics`` block (written by ``isosim calibrate --dynamics``,
+:mod:`isosim.dynamics`): SimConfig settings fitted to real learning curves of the same model and
+data, ``{"preset": NAME, "overrides": {field: value}, "fitted": {field: value}}``. The rates alone
+decide the problems; :func:`isosim.plans.plan_for_preset` applies the overrides on top of the
+preset when such a profile is given. A file without the block behaves as before.
+
 A measured profile is resampled with replacement. A measured rate of 0 out of k samples does not
 mean the problem is impossible, only that p is small; such rates are drawn from uniform(0, 1/(2k))
 unless ``zeros="keep"`` (then they sit at the floor ``P_FLOOR``).
@@ -52,6 +58,8 @@ class Profile:
     rates: np.ndarray | None = field(default=None, compare=False, repr=False)
     k: int | None = None
     zeros: str = "spread"
+    dynamics: dict | None = field(default=None, compare=False, repr=False)
+    """a file's ``dynamics`` block (SimConfig overrides fitted by ``isosim calibrate --dynamics``)"""
 
     def sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``size`` pass rates, clipped to [P_FLOOR, 1 - P_FLOOR]."""
@@ -181,7 +189,21 @@ def read_profile(path: str | Path, *, zeros: str = "spread") -> Profile:
         raise IsosimError(f"profile file {path}: 'k' must be a positive integer")
     if zeros not in ("spread", "keep"):
         raise IsosimError(f"profile: zeros must be 'spread' or 'keep', not {zeros!r}")
-    return Profile(str(path), "file", rates=rates, k=k, zeros=zeros)
+    dynamics = _dynamics_block(data.get("dynamics"), path)
+    return Profile(str(path), "file", rates=rates, k=k, zeros=zeros, dynamics=dynamics)
+
+
+def _dynamics_block(block, path: Path) -> dict | None:
+    """Check the shape of a profile's ``dynamics`` block (its keys are checked against SimConfig
+    where the overrides are applied, :func:`isosim.plans.plan_for_preset`)."""
+    if block is None:
+        return None
+    overrides = block.get("overrides") if isinstance(block, dict) else None
+    if not isinstance(overrides, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, (int, float, str, bool))) for k, v in overrides.items()):
+        raise IsosimError(f"profile file {path}: 'dynamics' must be an object with an 'overrides' object of "
+                          "SimConfig settings (as isosim calibrate --dynamics writes)")
+    return {"preset": block.get("preset"), "overrides": dict(overrides), "fitted": dict(block.get("fitted") or {})}
 
 
 def write_profile(path: str | Path, rates, *, k: int, **provenance) -> Path:

@@ -43,6 +43,14 @@ def is_sweep_store(path: str | Path) -> bool:
         return True  # unreadable: let the store reader say what is wrong with it
 
 
+def record_files(path: str | Path) -> list[Path]:
+    """The ``records.jsonl`` files of a folder of runs: its own, its runs' (``*/``) and those one
+    level deeper (``*/*/``, e.g. an ``isosim validate`` folder's ``runs/*/``)."""
+    path = Path(path)
+    return sorted(path.glob("records.jsonl")) + sorted(path.glob("*/records.jsonl")) + sorted(
+        path.glob("*/*/records.jsonl"))
+
+
 def load_records(path: str | Path) -> pd.DataFrame:
     """Records from a sweep store, a folder of runs (``*/records.jsonl``), or a table file."""
     path = Path(path)
@@ -54,8 +62,7 @@ def load_records(path: str | Path) -> pd.DataFrame:
         from isosim.sweep import load_store
 
         return load_store(path)[1]
-    files = sorted(path.glob("records.jsonl")) + sorted(path.glob("*/records.jsonl")) + sorted(
-        path.glob("*/*/records.jsonl"))
+    files = record_files(path)
     if not files:
         tables = sorted(p for ext in ("csv", "parquet", "jsonl") for p in path.glob(f"*.{ext}"))
         if len(tables) == 1:
