@@ -3,7 +3,8 @@
 #
 # `isosim explore --preset easy|hard --seeds 2 --seed S` (n 8..2048 / 8..512, B_p 32, every run to
 # 1e7 rollouts) for held-out seeds S. The presets were tuned on `--seed 11` .. `--seed 18` (seeds
-# 11-19). For each sweep: n*(C) on the budgets where it learns (a gain over the base reward beyond
+# 11-19) and `--seed 21, 31, 41, 51, 61` (a first check; seed 41 failed it and changed the easy
+# recipe's KL and interference strength). For each sweep: n*(C) on the budgets where it learns (a gain over the base reward beyond
 # the run-to-run noise), Spearman(C, n*) there (and on all 25 budgets), the fitted n_sat and its
 # bootstrap interval. Controls switch each mechanism off: easy without interference (memorize 0),
 # hard without weight decay. Side checks: a smaller training set (F8) and the extreme set (F3).
@@ -23,8 +24,8 @@ from common import setup, write_json
 
 started = time.time()
 quick, _, fig_dir, out = setup("saturation", "n*(C) and n_sat of the default presets on held-out seeds")
-TUNING = list(range(11, 20))
-HELD_OUT = [41] if quick else [21, 31, 41, 51, 61]
+TUNING = list(range(11, 20)) + list(range(21, 63))  # 21-62: checks that then informed the easy KL and interference strength
+HELD_OUT = [71] if quick else [71, 81, 91, 121, 131]
 
 
 def sweep(preset: str, seed: int, **overrides) -> dict:

@@ -2,7 +2,9 @@
 
 ``isosim explore --preset easy|hard`` with defaults (n 8..2048 / 8..512, B_p 32, 1e7 rollouts, 2
 seeds) on a held-out seed. The presets were tuned on seeds 11-19 (``--seed 11`` .. ``--seed 18``
-with 2 seeds each); :data:`SEED` is not among them. Each claim has a failing control: the same
+with 2 seeds each) and 21-62 (``--seed 21, 31, 41, 51, 61``: a first check whose failures on seed
+41 changed the easy recipe); :data:`SEED` is not among them. ``studies/saturation.py`` reads five
+held-out seeds (71, 81, 91, 121, 131). Each claim has a failing control: the same
 sweep with the claim's mechanism switched off fails the same criterion.
 
 n*(C) is read on the budgets where the sweep learns (a gain over the base reward beyond the
@@ -20,7 +22,7 @@ from scipy.stats import spearmanr
 
 from isosim import analysis, sweep
 
-SEED = 41  # held out (tuning: 11-19)
+SEED = 71  # held out (tuning: 11-19, then 21-62 while choosing the easy KL and interference strength)
 RHO_MIN = 0.7
 
 
