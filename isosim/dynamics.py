@@ -72,9 +72,8 @@ import numpy as np
 import pandas as pd
 
 from isosim.errors import IsosimError
+from isosim.presets import hard_share
 
-HARD_P = 1.0 / 16
-"""base pass@1 below which a problem counts as hard (``SimConfig.hard_loading``)"""
 EVAL_POINTS = 30
 """log-spaced evaluation points of each simulated cheap run (interpolated at the real points)"""
 MAX_EVALS = 150
@@ -266,13 +265,6 @@ def _from_x(name: str, x: float) -> float:
     kind, lo, hi = PARAMS[name]
     v = x if kind == "lin" else math.exp(x) if kind == "log" else 1.0 / (1.0 + math.exp(-x))
     return float(min(max(v, lo), hi))
-
-
-def hard_share(profile: str, draws: int = 4096) -> float:
-    """Share of a profile's problems with base pass@1 < 1/16 (a seeded sample)."""
-    from isosim.profiles import get_profile
-
-    return float((get_profile(profile).sample(draws, np.random.default_rng(0)) < HARD_P).mean())
 
 
 def free_parameters(settings: dict, profile: str, batches: int = 2) -> list[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from isosim import analysis, sweep
 from isosim.errors import IsosimError
 from isosim.files import write_json
+from isosim.presets import get_preset
 from isosim.profiles import write_profile
 
 # The real sweep's design, fixed here, before it runs.
@@ -65,7 +66,9 @@ def split_profile(split: str, calibration: Path, splits: Path, work: Path) -> tu
 
 def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200, *,
             n_values: list[int] = N_VALUES, b_p: int = B_P, seeds: list[int] = SEEDS,
-            max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE, dynamics: Path | None = None) -> dict:
+            max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE, dynamics: Path | None = None,
+            preset: str | None = None) -> dict:
+    preset = preset or PRESET_OF[split]
     profile, rates = split_profile(split, calibration, splits, work)
     n_train = len(rates) - val_size
     if n_train < b_p:
@@ -77,7 +80,7 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
         profile = dynamics  # the same rates, plus the fitted dynamics (plan_for_preset applies them)
         extra = {"dynamics": doc["dynamics"], "dynamics_profile": str(dynamics),
                  "calibration_fit": {k: v for k, v in doc.get("fit", {}).items() if k != "curves"}}
-    plan = sweep.plan_for_preset(PRESET_OF[split], "q1", seeds=len(seeds), seed=seeds[0], budget_max=max_rollouts,
+    plan = sweep.plan_for_preset(preset, "q1", seeds=len(seeds), seed=seeds[0], budget_max=max_rollouts,
                                  profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size)
     df = sweep.run_sweep(plan, work / (f"sweep_{split}" if dynamics is None else f"sweep_{split}_{plan.plan_id}"))
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
@@ -85,7 +88,7 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
         **frontier_summary(res),
         "n_values": list(n_values), "seeds": list(seeds), "max_rollouts": float(max_rollouts), "b_p": b_p,
         "train_problems": n_train, "val_problems": val_size, "profile_mean": sum(rates) / len(rates),
-        "preset": PRESET_OF[split], "simulated_config": plan.base, "dropped": list(plan.dropped), **extra,
+        "preset": preset, "simulated_config": plan.base, "dropped": list(plan.dropped), **extra,
     }
 
 
@@ -122,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--dynamics", action="append", default=[], metavar="SPLIT=FILE",
                     help="a split's profile calibrated by isosim calibrate --dynamics (repeat per split)")
+    ap.add_argument("--preset", action="append", default=[], metavar="SPLIT=NAME",
+                    help="simulator preset of a split (default: easy=easy, hard=hard; e.g. easy=easy-distance)")
     ap.add_argument("--write-profiles", type=Path, default=None, metavar="DIR",
                     help="only write each split's profile (DIR/SPLIT_profile.json) and stop")
     args = ap.parse_args(argv)
@@ -148,8 +153,15 @@ def main(argv: list[str] | None = None) -> None:
         if dyn and set(dyn) != set(names):
             raise IsosimError(f"--dynamics given for {sorted(dyn)} but not for {sorted(set(names) - set(dyn))}: "
                               "calibrate every split (or predict fewer with --split-names)")
+        presets = {}
+        for item in args.preset:
+            split, sep, name = item.partition("=")
+            if not sep or split not in names:
+                raise IsosimError(f"--preset wants SPLIT=NAME with SPLIT one of {names}, got {item!r}")
+            get_preset(name)  # an unknown preset: one line, exit 2
+            presets[split] = name
         out = {split: predict(split, args.calibration, args.splits, args.work, args.n_boot, **design,
-                              dynamics=dyn.get(split))
+                              dynamics=dyn.get(split), preset=presets.get(split))
                for split in names}
     except IsosimError as exc:
         print(f"error: {exc}", file=sys.stderr)
