@@ -31,6 +31,18 @@ def _fresh_out(kind: str) -> Path:
     return out
 
 
+def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
+    """``--n 4,16,64`` as a list of integers (None when not given); a clear error otherwise."""
+    from isosim.errors import IsosimError
+
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise IsosimError(f"--n {text!r}: expected comma-separated integers, e.g. {example}") from None
+
+
 @app.command()
 def explore(
     preset: str = typer.Option("easy", help="built-in preset: easy, hard, extreme, very-easy, or a mix 'hard:0.5,easy:0.5'"),
@@ -216,12 +228,7 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
     from isosim.profiles import read_profile
 
     read_profile(profile)
-    n_list = None
-    if n:
-        try:
-            n_list = [int(x) for x in n.split(",") if x.strip()]
-        except ValueError:
-            raise IsosimError(f"--n {n!r}: expected comma-separated integers, e.g. 4,32") from None
+    n_list = _n_list(n, "4,32")
     params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
     runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
     typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
@@ -277,12 +284,7 @@ def validate(
         raise IsosimError("give --preset or --profile, not both")
     if budget <= 0 or budget != int(budget):
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
-    n_list = None
-    if n:
-        try:
-            n_list = [int(x) for x in n.split(",") if x.strip()]
-        except ValueError:
-            raise IsosimError(f"--n {n!r}: expected comma-separated integers, e.g. 4,16,64") from None
+    n_list = _n_list(n, "4,16,64")
     if profile is not None:
         from isosim.profiles import read_profile
 

@@ -174,7 +174,9 @@ def test_organism_predict_checks_its_dynamics_profiles(truth, tmp_path, capsys):
     dyn.write_dynamics_profile(other, truth["profile"], dyn.calibrate_dynamics(runs, truth["profile"],
                                                                                params=["lr"], max_evals=2))
     for args, message in (([f"--dynamics=easy={other}", f"--dynamics=hard={other}"], "rates are not the easy"),
-                          ([f"--dynamics=easy={other}"], "not for ['hard']")):
+                          ([f"--dynamics=easy={other}"], "not for ['hard']"),
+                          (["--preset", "easy=no-such-preset"], "unknown profile 'no-such-preset'"),
+                          (["--preset", "medium=easy"], "--preset wants SPLIT=NAME")):
         with pytest.raises(SystemExit) as exc:
             op.main([*common, *args, "--out", str(tmp_path / "pred.json")])
         assert exc.value.code == 2
