@@ -13,7 +13,7 @@ not; the equilibrium pass rate rises with n and small n, which takes more steps 
 at small budgets. *Why it saturates inside the grid:* interference through problem-specific
 directions (``memorize``): every update also moves directions that belong to single training
 problems and act as noise on the validation problems. Measured: beyond a point a larger n
-loses validation reward (at 1e7 rollouts the curve over n peaks at 256-512 and falls by 14-18
+loses validation reward (at 1e7 rollouts the curve over n peaks at 256-512 and falls by 15-18
 points at 2048), so n* stops rising (n_sat 269-555 on five untuned seeds of the default grid)
 instead of drifting to the largest n among near ties, which is what the KL pull alone gives
 (memorize 0: n_sat 2048). Our reading: the wider the group, the more training problems (down to
