@@ -20,6 +20,9 @@ POLICIES = ("linear", "tabular", "mlp")
 ADVANTAGES = ("grpo", "drgrpo")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_RULES = ("sqrt", "linear", "constant")
+ADDED_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"))
+"""SimConfig fields added after run ids and plan ids were first written: at these values they are
+left out of both, so the ids of earlier runs and plans stay as they were"""
 
 
 @dataclass(frozen=True)
@@ -231,8 +234,7 @@ class SimConfig:
         """Stable id: readable allocation plus a hash of every other setting."""
         d = dataclasses.asdict(self)
         d["extra"] = sorted(d["extra"].items())
-        for key, default in (("val_profile", None), ("hard_clusters", 0), ("lr_power", None),
-                             ("loading_dist", "uniform")):
+        for key, default in (("val_profile", None), ("hard_clusters", 0), *ADDED_FIELD_DEFAULTS):
             if d[key] == default:  # keeps the ids of runs from before the field existed
                 del d[key]
         digest = hashlib.sha1(repr(sorted(d.items())).encode()).hexdigest()[:8]

@@ -97,6 +97,26 @@ def score_f1(df: pd.DataFrame, top: float, n_grid: int = 9, n_ref: int = 8) -> d
     }
 
 
+def nstar_trend(res: dict) -> dict:
+    """How n*(C) moves in an analysis result (:func:`isosim.analysis.analyze`): Spearman(C, n*) on
+    the budgets flagged as learning (the ones the n*(C) fit uses; elsewhere every n sits at the base
+    reward and the argmax is noise) and on all budgets (None where n* is constant or fewer than 3
+    budgets count), with the fitted n_sat and its interval."""
+    from scipy.stats import spearmanr
+
+    b, ns = np.asarray(res["budgets"], float), np.asarray(res["n_star"])
+    learn = np.asarray(res["learning"], bool)
+
+    def rho(mask):
+        x = ns[mask]
+        return float(spearmanr(b[mask], x).statistic) if mask.sum() > 2 and len(set(x)) > 1 else None
+
+    fit = res["fit"]
+    return {"budgets": b.tolist(), "n_star": [int(v) for v in ns], "learning": learn.tolist(),
+            "spearman_learning": rho(learn), "spearman_all": rho(np.ones_like(learn)),
+            "n_sat": fit["n_sat"], "n_sat_ci": fit["n_sat_ci"], "saturated": fit["saturated"]}
+
+
 # ----------------------------------------------------------------------------------------------
 # F2: hard saturates lower
 # ----------------------------------------------------------------------------------------------

@@ -11,13 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isosim.config import SimConfig
+from isosim.config import ADDED_FIELD_DEFAULTS, SimConfig
 from isosim.errors import IsosimError
 from isosim.presets import get_preset
 
 QUESTIONS = ("q1", "q2", "q3")
-NEW_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"))
-"""SimConfig fields added after plans were first written: left out of a plan's base at these values"""
 PLAN_FORMAT = 1
 
 # Fields of SimConfig that a plan's grid sets; the stored base config leaves them out, so two
@@ -225,7 +223,7 @@ def _jsonable_base(base: dict | SimConfig) -> dict:
     if unknown:
         raise IsosimError(f"unknown SimConfig field(s) in the plan's base: {', '.join(unknown)}")
     d = {k: v for k, v in base.items() if k not in GRID_FIELDS}
-    for key, default in NEW_FIELD_DEFAULTS:  # at their defaults they leave plan ids as they were
+    for key, default in ADDED_FIELD_DEFAULTS:  # at their defaults they leave plan ids as they were
         if key in d and d[key] == default:
             del d[key]
     try:

@@ -29,10 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from isosim.errors import IsosimError
-from isosim.presets import HARD_P, hard_share  # noqa: F401  (re-exported)
+from isosim.presets import hard_share
 
 MIN_STEPS = 100
 B_P_CHOICES = (256, 128, 64, 32)

@@ -31,7 +31,7 @@ B_P_FLOOR = 8
 def default_b_max(preset: str | None = None, profile: str | None = None) -> int:
     """The paper's B_max for the set: 16,384 when at least half its problems are hard (base
     pass@1 < 1/16, measured on the profile), else 65,536."""
-    from isosim.recommend import hard_share
+    from isosim.presets import hard_share
 
     return B_MAX_HARD if hard_share(profile or preset or "easy") >= 0.5 else B_MAX_EASY
 

@@ -13,10 +13,8 @@
 # %%
 import time
 
-import numpy as np
-from scipy.stats import spearmanr
-
 from isosim import analysis
+from isosim import fidelity as F
 from isosim.engine import simulate
 from isosim.sweep import plan_for_preset
 
@@ -31,22 +29,12 @@ HELD_OUT = [71] if quick else [71, 81, 91, 121, 131]
 def sweep(preset: str, seed: int, **overrides) -> dict:
     plan = plan_for_preset(preset, "q1", seeds=2, seed=seed, **overrides)
     df = simulate(plan.configs())
-    res = analysis.analyze(df, metric="val_avg", n_boot=200, seed=seed)
-    b, ns, learn = np.asarray(res["budgets"]), np.asarray(res["n_star"]), np.asarray(res["learning"], bool)
-
-    def rho(mask):
-        x = ns[mask]
-        return float(spearmanr(b[mask], x).statistic) if mask.sum() > 2 and len(set(x)) > 1 else None
-
+    trend = F.nstar_trend(analysis.analyze(df, metric="val_avg", n_boot=200, seed=seed))
     top = df[df["rollouts"] >= df.groupby("run_id")["rollouts"].transform("max")]
     return {
-        "preset": preset, "seed": seed, "overrides": overrides, "budgets": b.tolist(), "n_star": ns.tolist(),
-        "learning": learn.tolist(), "spearman_learning": rho(learn), "spearman_all": rho(np.ones_like(learn)),
-        "n_sat": res["fit"]["n_sat"], "n_sat_ci": res["fit"]["n_sat_ci"], "saturated": res["fit"]["saturated"],
-        "n_max": int(df["n"].max()),
-        "val_avg_at_top": {int(n): float(v) for n, v in top.groupby("n")["val_avg"].mean().items()},
-        "val_best_at_top": {int(n): float(v) for n, v in top.groupby("n")["val_best"].mean().items()},
-        "val_worst_at_top": {int(n): float(v) for n, v in top.groupby("n")["val_worst"].mean().items()},
+        "preset": preset, "seed": seed, "overrides": overrides, **trend, "n_max": int(df["n"].max()),
+        **{f"{m}_at_top": {int(n): float(v) for n, v in top.groupby("n")[m].mean().items()}
+           for m in ("val_avg", "val_best", "val_worst")},
     }
 
 

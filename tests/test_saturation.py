@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
-from scipy.stats import spearmanr
 
 from isosim import analysis, sweep
+from isosim import fidelity as F
 
 SEED = 71  # held out (tuning: 11-19, then 21-62 while choosing the easy KL and interference strength)
 RHO_MIN = 0.7
@@ -30,13 +29,11 @@ RHO_MIN = 0.7
 def frontier(preset: str, tmp: str, **overrides) -> dict:
     plan = sweep.plan_for_preset(preset, "q1", seeds=2, seed=SEED, **overrides)
     df = sweep.run_sweep(plan, f"{tmp}/{preset}-{sorted(overrides.items())}")
-    res = analysis.analyze(df, metric="val_avg", n_boot=100, seed=SEED)
-    b, ns, learn = (np.asarray(res[k]) for k in ("budgets", "n_star", "learning"))
-    learn = learn.astype(bool)
-    rho = float(spearmanr(b[learn], ns[learn]).statistic) if learn.sum() > 2 and len(set(ns[learn])) > 1 else 0.0
-    fit = res["fit"]
-    return {"n_max": max(int(n) for n in df["n"].unique()), "rho": rho, "n_sat": fit["n_sat"],
-            "ci": fit["n_sat_ci"], "n_star": ns[learn].tolist(), "budgets": b[learn].tolist()}
+    t = F.nstar_trend(analysis.analyze(df, metric="val_avg", n_boot=100, seed=SEED))
+    learning = [(b, n) for b, n, ok in zip(t["budgets"], t["n_star"], t["learning"]) if ok]
+    return {"n_max": max(int(n) for n in df["n"].unique()), "rho": t["spearman_learning"] or 0.0,
+            "n_sat": t["n_sat"], "ci": t["n_sat_ci"], "n_star": [n for _, n in learning],
+            "budgets": [b for b, _ in learning]}
 
 
 @pytest.fixture(scope="module")
