@@ -30,7 +30,7 @@ from isosim import analysis, records
 from isosim.errors import IsosimError
 from isosim.files import write_json
 from isosim.integrations import load_runs
-from llm_runs.organism_predict import frontier_summary
+from llm_runs.organism_predict import final_stats, frontier_summary
 
 SPLITS = ("easy", "hard")
 
@@ -54,6 +54,7 @@ def measure(df: Any, *, budgets: list[float] | None = None, n_boot: int = 200, s
     finals = last.groupby("n")[["val_avg", "val_best", "val_worst"]].mean()
     for col in finals:
         out[f"final_{col}"] = {str(int(n)): float(v) for n, v in finals[col].items()}
+    out["seed_sd"] = final_stats(df)["seed_sd"]
     out["n_values"] = sorted(int(n) for n in df["n"].unique())
     out["seeds"] = sorted(int(s) for s in df["seed"].unique())
     out["max_rollouts"] = float(df["budget"].max()) if "budget" in df else float(df["rollouts"].max())
