@@ -241,6 +241,28 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
 
 
 @app.command()
+def predict(
+    runs: Path = typer.Option(..., "--runs", help="folder of a sweep's run folders (*/records.jsonl + config.json)"),
+    max_rollouts: float = typer.Option(..., help="the cheap part: read only records at or below this many rollouts"),
+    budget: float = typer.Option(..., help="the full budget of every run, to predict the frontier up to"),
+    method: str = typer.Option("shift", help="shift, free or independent (isosim.extrapolate)"),
+    n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values of the runs to read (default: all)"),
+    key: Optional[str] = typer.Option(None, help="store the prediction under this key of --out (e.g. easy-128)"),
+    out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
+    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
+) -> None:
+    """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
+    from isosim import extrapolate
+
+    entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
+                                           n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
+                                           log=lambda s: typer.echo(s))
+    path = extrapolate.write_entry(out, key, entry)
+    typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
+               f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))
+
+
+@app.command()
 def validate(
     model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
     data: str = typer.Option(..., help="training problems (JSON Lines or hf:NAME)"),

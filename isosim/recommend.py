@@ -114,7 +114,9 @@ def _n_sat_text(result: dict[str, Any]) -> str:
     if fit["n_sat"] is None:
         return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
     txt = f"fitted saturation n_sat = {fit['n_sat']:.0f}"
-    if fit.get("saturated") is False:
+    if fit.get("at_floor"):
+        txt += " (not saturated: the fit sits at the smallest n simulated)"
+    elif fit.get("saturated") is False:
         txt += " (not saturated: the fit reaches the largest n simulated)"
     tol = result.get("fit_tol") or {}
     if tol.get("n_sat") is not None:
