@@ -121,7 +121,7 @@ def recommend(
     preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
     max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
-    problems: Optional[int] = typer.Option(None, help="training-set size (smaller sets saturate lower)"),
+    problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -160,8 +160,8 @@ def recommend(
         typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
                    f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
                    f"{r.advised_recipe} recipe would test something that was not simulated")
-    sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
-    typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
+    for line in rec.certainty_lines(r):
+        typer.echo(line)
 
 
 @app.command()
@@ -276,6 +276,7 @@ def validate(
     b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
+    train_size: Optional[int] = typer.Option(None, "--train-size", min=1, help="training-set size the prediction simulates (default: counted from --data)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
     config: Optional[Path] = typer.Option(None, help="base llm_runs.train settings (JSON/YAML) for every run"),
     set_: list[str] = typer.Option([], "--set", help="llm_runs.train setting key=value for every run (repeatable)"),
@@ -323,12 +324,14 @@ def validate(
     out = out or _fresh_out("validate")
     request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
-               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick}
+               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
+               **({"train_size": train_size} if train_size is not None else {})}
 
     def build() -> "val.ValidationPlan":
-        problems = val.count_train_problems(model, data, settings)
+        problems = train_size if train_size is not None else val.count_train_problems(model, data, settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
+        predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
                              out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request)
