@@ -248,6 +248,7 @@ def predict(
     method: str = typer.Option("shift", help="shift, free or independent (isosim.extrapolate)"),
     n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values of the runs to read (default: all)"),
     key: Optional[str] = typer.Option(None, help="store the prediction under this key of --out (e.g. easy-128)"),
+    setting: Optional[str] = typer.Option(None, help="a line naming the sweep's setting, stored in the entry"),
     out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
 ) -> None:
@@ -257,6 +258,8 @@ def predict(
     entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                            n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
                                            log=lambda s: typer.echo(s))
+    if setting:
+        entry["setting"] = setting
     path = extrapolate.write_entry(out, key, entry)
     typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
                f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))

@@ -59,6 +59,7 @@ from isosim.dynamics import read_cheap_runs  # noqa: E402
 from isosim.errors import IsosimError  # noqa: E402
 from isosim.files import write_json  # noqa: E402
 from isosim.points import REACH_RTOL  # noqa: E402
+from isosim.report import record_files  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
 OUT = RESULTS / "scoreboard.json"
@@ -92,8 +93,8 @@ def discover(results: Path = RESULTS) -> dict[str, dict]:
     f8 = results / "organism_f8"
     if f8.is_dir():
         p, c = _read_json(f8 / "prediction.json"), _read_json(f8 / "prediction_calibrated.json")
-        for folder in sorted({r.parent.parent for r in f8.rglob("records.jsonl")}):
-            key = folder.name
+        for folder in sorted(d for d in f8.iterdir() if d.is_dir() and record_files(d)):
+            key = folder.name  # e.g. easy-128 (its runs in */ or runs/*/, as isosim validate writes them)
             kind = "hard" if key.startswith("hard") else "easy"
             sweeps[key] = {"runs": folder, "kind": kind, "profile": p.get(key), "calibrated": c.get(key),
                            "prospective": key in c}
@@ -101,13 +102,13 @@ def discover(results: Path = RESULTS) -> dict[str, dict]:
 
 
 def _first_record(folder: Path) -> dict:
-    f = next(iter(sorted(folder.glob("*/records.jsonl"))))
+    f = record_files(folder)[0]
     return json.loads(f.read_text(encoding="utf-8").splitlines()[0])
 
 
 def load(folder: Path) -> pd.DataFrame:
     rows = []
-    for f in sorted(Path(folder).glob("*/records.jsonl")):
+    for f in record_files(folder):
         rows += [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not rows:
         raise IsosimError(f"{folder}: no */records.jsonl")
@@ -348,6 +349,18 @@ EXTRA_METHODS = {
 the organism sweeps only, and the last two read n 4 and 32 up to 2e4, not the rule's cheap part)"""
 
 
+def unfinished(folder: Path) -> list[str]:
+    """Runs that have not reached their budget (within one step): such a sweep is not scored yet."""
+    df = load(folder)
+    out = []
+    for rid, g in df.groupby("run_id"):
+        step = float(g["n"].iloc[0]) * float(g["b_p"].iloc[0])
+        budget = float(g["budget"].max()) if "budget" in g else float(g["rollouts"].max())
+        if float(g["rollouts"].max()) < budget - step * (1 + 1e-9):
+            out.append(str(rid))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -355,6 +368,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     specs = discover()
+    pending = {k: unfinished(v["runs"]) for k, v in specs.items()}
+    pending = {k: v for k, v in pending.items() if v}
+    specs = {k: v for k, v in specs.items() if k not in pending}
     preds = method_predictions(specs, {k: v for k, v in EXTRA_METHODS.items() if v.is_file()})
     method_rows = {m: {key: score_sweep(key, specs[key], p[key])["predictors"]["isosim_calibrated"]
                        for key in p} for m, p in preds.items()}
@@ -370,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
                                             else f"{kept} on the cheap part, rerun here (a retrodiction)")
     doc = {"rules": __doc__.split("The rules, fixed")[1].strip(), "kept_method": kept,
            "summary": summary(sweeps), "methods": method_scores,
+           "not_scored_yet": {k: f"{len(v)} run(s) short of their budget" for k, v in pending.items()},
            "method_sweeps": {m: {k: {x: r[x] for x in ("n_pick", "regret", "noise", "octaves_max", "regret_mean")}
                                  for k, r in rows.items()} for m, rows in method_rows.items()},
            "sweeps": sweeps}
