@@ -249,9 +249,15 @@ def score_picks(picks: list[int | None], tab: dict, n_star: list[int], scored: n
 
 
 def measured_frontier(df: pd.DataFrame) -> dict:
-    from llm_runs.organism_compare import measure
+    """The measured frontier (n*, tie band, learning flags) as ``isosim analyze`` reads the sweep."""
+    from isosim import analysis
 
-    return measure(df, n_boot=0)
+    return analysis.frontier_summary(analysis.analyze(df, metric="val_avg", n_boot=0, seed=0))
+
+
+def _rel(path: Path) -> str:
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else str(path)
 
 
 def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
@@ -273,7 +279,7 @@ def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
         "cheap_best": [cheap["n"]] * len(budgets),
     }
     return {
-        "runs": str(Path(spec["runs"]).relative_to(ROOT)) if Path(spec["runs"]).is_absolute() else str(spec["runs"]),
+        "runs": _rel(spec["runs"]),
         "kind": spec["kind"], "prospective": bool(spec.get("prospective")),
         "n_values": grid, "seeds": sorted(int(s) for s in df["seed"].unique()), "max_rollouts": max_rollouts,
         "cheap": {"max_rollouts": max_rollouts * CHEAP_SHARE, "n_values": grid, "share": CHEAP_SHARE,

@@ -155,3 +155,21 @@ def test_the_committed_scoreboard_has_every_predictor_and_sweep():
         for r in s["predictors"].values():
             assert {"n_pick", "regret", "noise"} <= set(r) and len(r["per_budget"]["octaves"]) == len(s["budgets"])
     assert doc["kept_method"] in doc["methods"]
+
+
+def test_later_sweeps_are_found_by_folder_and_unfinished_ones_wait(tmp_path):
+    import scoreboard as sb
+
+    f8 = tmp_path / "organism_f8"
+    curves = {2: lambda c, s: 0.5 + 1e-6 * c ** 0.5, 8: lambda c, s: 0.5 + 2e-6 * c ** 0.5}
+    _write(_runs(curves), f8 / "easy-128" / "runs")
+    part = _runs(curves)
+    _write(part[part["rollouts"] <= 1e4], f8 / "easy-512")
+    (f8 / "prediction_calibrated.json").write_text(json.dumps({"easy-128": {"budgets": [2e5], "n_star": [8]}}))
+    specs = sb.discover(tmp_path)
+    assert set(specs) == {"easy-128", "easy-512"} and specs["easy-128"]["prospective"]
+    assert specs["easy-128"]["calibrated"] == {"budgets": [2e5], "n_star": [8]}
+    assert sb.unfinished(specs["easy-128"]["runs"]) == [] and len(sb.unfinished(specs["easy-512"]["runs"])) == 4
+    s = sb.score_sweep("easy-128", specs["easy-128"])
+    assert s["predictors"]["isosim_calibrated"]["n_pick"] == 8 and s["predictors"]["paper"]["n_pick"] == 8
+    assert s["predictors"]["smallest_n"]["regret"] > 0 == s["predictors"]["largest_n"]["regret"]
