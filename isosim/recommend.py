@@ -150,8 +150,8 @@ def _n_sat_text(result: dict[str, Any]) -> str:
         return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
     budget = float(result["budgets"][-1])
     if not saturated_by(result, budget):
-        return (f"n* is not saturated by C = {budget:.3g} (still rising a decade before it; the fitted "
-                f"upper level {fit['n_sat']:.0f} is where the simulated budgets stop, not a saturation point)")
+        return (f"n* is not saturated by C = {budget:.3g} (no plateau inside the simulated grid a decade before "
+                f"it; the fitted upper level {fit['n_sat']:.0f} is not a saturation point)")
     txt = f"fitted saturation n_sat = {fit['n_sat']:.0f}"
     if fit.get("at_floor"):
         txt += " (not saturated: the fit sits at the smallest n simulated)"
@@ -318,8 +318,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
     if r.n_sat is None:
         lines.append("predicted n_sat: none (no learning simulated)")
     elif not r.saturated_by_budget:
-        lines.append(f"predicted n_sat: not saturated by C = {r.budget:.3g} (n* still rising; the fitted upper "
-                     f"level {r.n_sat:.0f} is where the simulated budgets stop)")
+        lines.append(f"predicted n_sat: not saturated by C = {r.budget:.3g} (n* reached no plateau inside the "
+                     f"simulated grid a decade before C; its fitted upper level {r.n_sat:.0f} is not a saturation point)")
     else:
         ci = f" ({r.n_sat_ci[0]:.0f}-{r.n_sat_ci[1]:.0f})" if r.n_sat_ci else ""
         lines.append(f"predicted n_sat = {r.n_sat:.0f}{ci}")
