@@ -324,7 +324,8 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
 def frontier_summary(res: dict[str, Any]) -> dict[str, Any]:
     """The schema shared by predictions and measurements of a frontier (the organism files), from an
     ``analyze`` result: budgets, n_star, n_tol, n_tie_hi, learning, n_sat, n_sat_ci, saturated,
-    at_floor and the warnings."""
+    at_floor, the warnings and, with a bootstrap, ``n_star_band`` (the distribution of n* per budget:
+    its 5th and 95th percentiles over resampled seeds, ``lo`` from n_tol and ``hi`` from n_tie_hi)."""
     fit = res.get("fit") or {}
     return {
         "budgets": [float(b) for b in res["budgets"]],
@@ -335,6 +336,8 @@ def frontier_summary(res: dict[str, Any]) -> dict[str, Any]:
         "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
         "saturated": fit.get("saturated"), "at_floor": fit.get("at_floor"),
         "warnings": list(res.get("warnings", [])),
+        **({"n_star_band": {k: [float(v) for v in res["n_star_band"][k]] for k in ("lo", "hi")}}
+           if res.get("n_star_band") else {}),
     }
 
 

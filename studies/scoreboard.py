@@ -217,6 +217,25 @@ def cheap_best(folder: Path, max_rollouts: float) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Scores
 # ---------------------------------------------------------------------------------------------
+def coverage(pred: dict | None, budgets: list[float], n_star: list[int], scored: np.ndarray) -> dict | None:
+    """How often the prediction's n* interval (``n_star_band``, over resampled seeds) holds the
+    measured n*, over the scored budgets, and its mean width in octaves; None without a band."""
+    band = (pred or {}).get("n_star_band")
+    if not band:
+        return None
+    idx = match_budgets([float(b) for b in pred["budgets"]], budgets)
+    hits, widths = [], []
+    for j, i in enumerate(idx):
+        if i is None or not scored[j] or not (np.isfinite(band["lo"][i]) and np.isfinite(band["hi"][i])):
+            continue
+        lo, hi = band["lo"][i], band["hi"][i]
+        hits.append(lo * (1 - 1e-9) <= n_star[j] <= hi * (1 + 1e-9))
+        widths.append(math.log2(hi) - math.log2(lo))
+    if not hits:
+        return None
+    return {"covered": float(np.mean(hits)), "budgets": len(hits), "mean_width_octaves": float(np.mean(widths))}
+
+
 def score_picks(picks: list[int | None], tab: dict, n_star: list[int], scored: np.ndarray) -> dict:
     """Per budget: regret, noise, octaves; and the top-budget and scored-budget summaries."""
     ns = tab["n_values"]
@@ -291,6 +310,8 @@ def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
         "seed_mean": {str(n): [None if not np.isfinite(v) else float(v) for v in tab["mean"][j]]
                       for j, n in enumerate(grid)},
         "predictors": {name: score_picks(p, tab, meas["n_star"], scored) for name, p in picks.items()},
+        "n_star_coverage": {name: coverage(pred, budgets, meas["n_star"], scored)
+                            for name, pred in (("isosim_profile", spec.get("profile")), ("isosim_calibrated", cal))},
     }
 
 
@@ -355,6 +376,18 @@ EXTRA_METHODS = {
 the organism sweeps only, and the last two read n 4 and 32 up to 2e4, not the rule's cheap part)"""
 
 
+def _with_band(method: str, spec: dict, entry: dict) -> dict:
+    """The kept method's prediction rerun with the bootstrap (for its n* interval); the picks are
+    the point estimate's, the same as without it."""
+    from isosim.extrapolate import predict_from_cheap
+
+    if not method.startswith("extrapolate:"):
+        return entry
+    top = entry["max_rollouts"]
+    return predict_from_cheap(spec["runs"], max_rollouts=top * CHEAP_SHARE, budget=top,
+                              method=method.split(":", 1)[1], n_boot=200)
+
+
 def unfinished(folder: Path) -> list[str]:
     """Runs that have not reached their budget (within one step): such a sweep is not scored yet."""
     df = load(folder)
@@ -385,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
     kept = choose(method_scores, len(specs))
     sweeps = {}
     for key, spec in specs.items():
-        cal = spec.get("calibrated") if spec["prospective"] else preds[kept][key]
+        cal = spec.get("calibrated") if spec["prospective"] else _with_band(kept, spec, preds[kept][key])
         sweeps[key] = score_sweep(key, spec, cal)
         sweeps[key]["calibrated_source"] = ("committed prediction_calibrated.json (made from the cheap part "
                                             "before the rest ran)" if spec["prospective"]
