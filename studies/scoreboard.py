@@ -14,7 +14,7 @@ Predictors (what each picks at a budget C):
 - ``isosim_profile``: the profile-only prediction (``organism_prediction.json``; for later sweeps
   ``organism_f8/prediction.json``).
 - ``isosim_calibrated``: the prediction from the sweep's cheap part by ``isosim predict``
-  (:mod:`isosim.extrapolate`, the method kept by the rule below); for later sweeps the committed
+  (:mod:`isosim.predict.extrapolate`, the method kept by the rule below); for later sweeps the committed
   ``organism_f8/prediction_calibrated.json`` (made before the rest of the sweep ran).
 - ``paper``: the paper's saturation points, easy 512 / hard 128, clipped to the sweep's grid.
 - ``smallest_n`` / ``largest_n``: the grid's ends.
@@ -27,7 +27,7 @@ The rules, fixed before any calibrated method was scored (studies/LOG.md, 2026-1
 
 - **Cheap part**: every n of the sweep's grid, every seed, records up to 5 % of a run's full budget
   (``CHEAP_SHARE`` x max_rollouts: 1e4 of a 2e5 run, so 5 % of the sweep's compute), read with
-  :func:`isosim.dynamics.read_cheap_runs`, which stops at the first record past the limit.
+  :func:`isosim.predict.dynamics.read_cheap_runs`, which stops at the first record past the limit.
 - **Scores** at each budget of the measured frontier's grid: each run's val avg@4 interpolated in
   log rollouts at the budget (an n that cannot take one step there scores its step-0 value; an n
   whose runs stopped short of the budget is not scored there), seed-mean per n. ``regret`` = best
@@ -55,11 +55,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from isosim import records  # noqa: E402
-from isosim.dynamics import read_cheap_runs  # noqa: E402
+from isosim.predict.dynamics import read_cheap_runs  # noqa: E402
 from isosim.errors import IsosimError  # noqa: E402
 from isosim.files import write_json  # noqa: E402
-from isosim.points import REACH_RTOL  # noqa: E402
-from isosim.report import record_files  # noqa: E402
+from isosim.frontier.points import REACH_RTOL  # noqa: E402
+from isosim.frontier.report import record_files  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
 OUT = RESULTS / "scoreboard.json"
@@ -269,7 +269,7 @@ def score_picks(picks: list[int | None], tab: dict, n_star: list[int], scored: n
 
 def measured_frontier(df: pd.DataFrame) -> dict:
     """The measured frontier (n*, tie band, learning flags) as ``isosim analyze`` reads the sweep."""
-    from isosim import analysis
+    from isosim.frontier import analysis
 
     return analysis.frontier_summary(analysis.analyze(df, metric="val_avg", n_boot=0, seed=0))
 
@@ -336,7 +336,7 @@ def summary(sweeps: dict[str, dict], names: tuple[str, ...] = PREDICTORS) -> dic
 
 def method_predictions(specs: dict[str, dict], extra: dict[str, Path]) -> dict[str, dict[str, dict]]:
     """Method -> sweep key -> prediction entry from the sweep's cheap part (the rule above)."""
-    from isosim.extrapolate import METHODS, predict_from_cheap
+    from isosim.predict.extrapolate import METHODS, predict_from_cheap
 
     out: dict[str, dict[str, dict]] = {}
     for key, spec in specs.items():
@@ -379,7 +379,7 @@ the organism sweeps only, and the last two read n 4 and 32 up to 2e4, not the ru
 def _with_band(method: str, spec: dict, entry: dict) -> dict:
     """The kept method's prediction rerun with the bootstrap (for its n* interval); the picks are
     the point estimate's, the same as without it."""
-    from isosim.extrapolate import predict_from_cheap
+    from isosim.predict.extrapolate import predict_from_cheap
 
     if not method.startswith("extrapolate:"):
         return entry

@@ -2,7 +2,7 @@
 
 import pytest
 
-from isosim.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
+from isosim.predict.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
 
 
 def _result(asymptotes, budget=1e7):
@@ -34,13 +34,13 @@ def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
 
 
 def test_near_tie_is_the_analysis_tie_tolerance():
-    from isosim.analysis import DEFAULT_TOL
+    from isosim.frontier.analysis import DEFAULT_TOL
 
     assert NEAR_TIE == DEFAULT_TOL  # recommend's smallest near-optimal n is the frontier's n_tol
 
 
 def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
-    from isosim.recommend import hard_share, simulated_recipe
+    from isosim.predict.recommend import hard_share, simulated_recipe
 
     assert simulated_recipe({"kl": 1.0, "entropy": 0.01}) == "easy"
     assert simulated_recipe({"kl": 0.0, "entropy": 0.0}) == "hard"
@@ -50,7 +50,7 @@ def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
 
 
 def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(tmp_path, monkeypatch):
-    from isosim import recommend as rec
+    from isosim.predict import recommend as rec
 
     monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path))
     r = rec.recommend(2e4, preset="hard:0.1,easy:0.9", quick=True, seeds=1)
@@ -66,7 +66,7 @@ def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(t
 
 
 def test_recipe_of_a_mix_follows_its_share_of_hard_problems():
-    from isosim.presets import get_preset, recipe_for
+    from isosim.sim.presets import get_preset, recipe_for
 
     assert recipe_for("hard:0.5,easy:0.5") == "hard" == recipe_for("hard:0.5,easy:0.25,very-easy:0.25")
     assert recipe_for("hard:0.1,easy:0.9") == "easy"
@@ -77,7 +77,7 @@ def test_recipe_of_a_mix_follows_its_share_of_hard_problems():
 
 
 def test_n_sat_is_reported_only_when_saturated_a_decade_before_the_budget():
-    from isosim.recommend import saturated_by
+    from isosim.predict.recommend import saturated_by
 
     # n*(C) rising through 1e5: at 1e6 its plateau (64) was reached by 1e5; at 1e5 it was not
     fit = {"n_sat": 64.0, "n_low": 4.0, "log_c_mid": 4.0, "slope": 4.0, "saturated": True}
@@ -88,7 +88,7 @@ def test_n_sat_is_reported_only_when_saturated_a_decade_before_the_budget():
 
 
 def test_certainty_names_the_choices_the_noise_cannot_separate():
-    from isosim.recommend import certainty
+    from isosim.predict.recommend import certainty
 
     res = _result({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.7259})
     res.update(noise=0.002, n_star_band={"lo": [64], "hi": [2048]})
@@ -100,7 +100,7 @@ def test_certainty_names_the_choices_the_noise_cannot_separate():
 def test_track_record_is_read_from_the_scoreboard(tmp_path):
     import json
 
-    from isosim.recommend import track_record
+    from isosim.predict.recommend import track_record
 
     doc = {"sweeps": {"easy-3200": {"n_best_raw": [4, 4], "predictors": {"isosim_profile": {
         "n_pick": 16, "regret": 0.065, "noise": 0.009, "octaves_max": 2}}}}}

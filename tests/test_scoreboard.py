@@ -67,7 +67,7 @@ def test_an_n_that_cannot_take_a_step_scores_its_step0_value():
 
 
 def test_budgets_match_within_the_relative_tolerance_not_rounded_logs():
-    from llm_runs.organism_compare import compare
+    from llm_runs.organism.compare import compare
 
     pred = {"budgets": [1000.0 * (1 + 5e-7)], "n_star": [8], "n_tol": [8], "learning": [True],
             "n_sat": 8.0, "n_sat_ci": [4.0, 128.0], "n_values": [4, 8, 128]}
@@ -83,7 +83,7 @@ def test_budgets_match_within_the_relative_tolerance_not_rounded_logs():
 
 
 def test_scored_budgets_leave_out_those_where_only_the_smallest_n_has_stepped():
-    from llm_runs.organism_compare import compare
+    from llm_runs.organism.compare import compare
 
     pred = {"budgets": [64.0, 128.0, 1000.0], "n_star": [4, 8, 8], "n_tol": [4, 8, 8], "learning": [True] * 3,
             "n_sat": 8.0, "n_sat_ci": [8.0, 8.0]}
@@ -94,7 +94,7 @@ def test_scored_budgets_leave_out_those_where_only_the_smallest_n_has_stepped():
 
 
 def test_a_frontier_on_the_grids_floor_is_flagged_like_a_top_hit():
-    from isosim import analysis
+    from isosim.frontier import analysis
 
     curves = {n: (lambda n: lambda c, s: 0.3 + 0.4 * (1 - 1 / (1 + c / (1000.0 * n))))(n) for n in (4, 8, 16, 32)}
     res = analysis.analyze(_runs(curves, noise=0.002, rng=np.random.default_rng(0)), n_boot=0)
@@ -106,7 +106,7 @@ def test_a_frontier_on_the_grids_floor_is_flagged_like_a_top_hit():
 
 
 def test_shift_extrapolation_picks_the_n_furthest_along_and_has_the_schema(tmp_path):
-    from isosim.extrapolate import predict_from_cheap
+    from isosim.predict.extrapolate import predict_from_cheap
 
     # the same curve shifted: n = 8 is furthest along per rollout
     shift = {4: 2.0, 8: 1.0, 16: 3.0}
@@ -123,7 +123,7 @@ def test_shift_extrapolation_picks_the_n_furthest_along_and_has_the_schema(tmp_p
 
 def test_the_cheap_part_reads_nothing_past_its_limit(tmp_path):
     import scoreboard as sb
-    from isosim.extrapolate import predict_from_cheap
+    from isosim.predict.extrapolate import predict_from_cheap
 
     corrupt = tmp_path / "easy"
     shutil.copytree(EASY, corrupt)
