@@ -13,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EASY = ROOT / "studies" / "results" / "organism" / "real" / "easy"
-sys.path.insert(0, str(ROOT / "studies"))
 
 
 def _runs(curves, seeds=(0, 1), b_p=16, budget=2e5, noise=0.0, rng=None):
@@ -42,7 +41,7 @@ def _write(df, folder):
 
 
 def test_regret_and_noise_are_the_seed_means_at_the_budget():
-    import scoreboard as sb
+    from isosim.validation import scoreboard as sb
 
     # n = 4 is better than n = 8 by .05; seeds differ by +-.01 (sd of a pair .01414, se .01)
     curves = {4: lambda c, s: 0.5 + (0.05 if c > 0 else 0) + (0.01 if s else -0.01),
@@ -57,7 +56,7 @@ def test_regret_and_noise_are_the_seed_means_at_the_budget():
 
 
 def test_an_n_that_cannot_take_a_step_scores_its_step0_value():
-    import scoreboard as sb
+    from isosim.validation import scoreboard as sb
 
     curves = {4: lambda c, s: 0.4 + 0.1 * (c > 0), 128: lambda c, s: 0.4 + 0.2 * (c > 0)}
     df = _runs(curves)
@@ -122,7 +121,7 @@ def test_shift_extrapolation_picks_the_n_furthest_along_and_has_the_schema(tmp_p
 
 
 def test_the_cheap_part_reads_nothing_past_its_limit(tmp_path):
-    import scoreboard as sb
+    from isosim.validation import scoreboard as sb
     from isosim.predict.extrapolate import predict_from_cheap
 
     corrupt = tmp_path / "easy"
@@ -158,7 +157,7 @@ def test_the_committed_scoreboard_has_every_predictor_and_sweep():
 
 
 def test_later_sweeps_are_found_by_folder_and_unfinished_ones_wait(tmp_path):
-    import scoreboard as sb
+    from isosim.validation import scoreboard as sb
 
     f8 = tmp_path / "organism_f8"
     curves = {2: lambda c, s: 0.5 + 1e-6 * c ** 0.5, 8: lambda c, s: 0.5 + 2e-6 * c ** 0.5}
