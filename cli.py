@@ -61,8 +61,9 @@ def explore(
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
 ) -> None:
     """Run a simulated isocompute sweep, fit the frontier and n*(C), write frontier.json and figures."""
-    from isosim import report, sweep
     from isosim.errors import IsosimError
+    from isosim.frontier import report
+    from isosim.sweeps import sweep
 
     if plan is not None:
         if not plan.is_file():
@@ -73,7 +74,7 @@ def explore(
             raise IsosimError(f"--budget-max must be positive (got {budget_max:g})")
         overrides = {}
         if profile is not None:
-            from isosim.profiles import read_profile
+            from isosim.sim.profiles import read_profile
 
             read_profile(profile)
             overrides["profile"] = str(profile)
@@ -101,7 +102,7 @@ def analyze(
     runs: Optional[Path] = typer.Option(None, "--runs", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
-    from isosim import report
+    from isosim.frontier import report
     from isosim.integrations import default_metric, load_runs
 
     df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
@@ -121,15 +122,15 @@ def recommend(
     preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
     max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
-    problems: Optional[int] = typer.Option(None, help="training-set size (smaller sets saturate lower)"),
+    problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each."""
-    from isosim import recommend as rec
     from isosim.errors import IsosimError
-    from isosim.report import metric_column
+    from isosim.frontier.report import metric_column
+    from isosim.predict import recommend as rec
 
     if gpu_hours is not None:
         if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
@@ -160,8 +161,8 @@ def recommend(
         typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
                    f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
                    f"{r.advised_recipe} recipe would test something that was not simulated")
-    sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
-    typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
+    for line in rec.certainty_lines(r):
+        typer.echo(line)
 
 
 @app.command()
@@ -204,9 +205,9 @@ def calibrate(
     if model is None or data is None:
         raise IsosimError("give --model and --data (measure a difficulty profile) or --dynamics RUNS --profile FILE "
                           "(fit the simulator's dynamics to real runs)")
-    from llm_runs.calibrate import CalibrateSettings
-    from llm_runs.calibrate import calibrate as run_calibration
     from llm_runs.config import DEFAULT_INSTRUCTION
+    from llm_runs.launch.calibrate import CalibrateSettings
+    from llm_runs.launch.calibrate import calibrate as run_calibration
 
     settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
                                  max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
@@ -220,12 +221,12 @@ def calibrate(
 def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optional[str], max_rollouts: Optional[float],
                         n: Optional[str], seeds: Optional[int], seed: int, max_evals: int, fit: Optional[str],
                         out: Path) -> None:
-    from isosim import dynamics as dyn
     from isosim.errors import IsosimError
+    from isosim.predict import dynamics as dyn
 
     if profile is None:
         raise IsosimError("--dynamics needs --profile FILE: the difficulty profile of the runs' training data")
-    from isosim.profiles import read_profile
+    from isosim.sim.profiles import read_profile
 
     read_profile(profile)
     n_list = _n_list(n, "4,32")
@@ -238,6 +239,31 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
                                     params=params, log=lambda s: typer.echo(s))
     path = dyn.write_dynamics_profile(out, profile, result)
     typer.echo(f"wrote {path} (use it with isosim explore --preset {result['dynamics']['preset']} --profile {path})")
+
+
+@app.command()
+def predict(
+    runs: Path = typer.Option(..., "--runs", help="folder of a sweep's run folders (*/records.jsonl + config.json)"),
+    max_rollouts: float = typer.Option(..., help="the cheap part: read only records at or below this many rollouts"),
+    budget: float = typer.Option(..., help="the full budget of every run, to predict the frontier up to"),
+    method: str = typer.Option("shift", help="shift, free or independent (isosim.predict.extrapolate)"),
+    n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values of the runs to read (default: all)"),
+    key: Optional[str] = typer.Option(None, help="store the prediction under this key of --out (e.g. easy-128)"),
+    setting: Optional[str] = typer.Option(None, help="a line naming the sweep's setting, stored in the entry"),
+    out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
+    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
+) -> None:
+    """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
+    from isosim.predict import extrapolate
+
+    entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
+                                           n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
+                                           log=lambda s: typer.echo(s))
+    if setting:
+        entry["setting"] = setting
+    path = extrapolate.write_entry(out, key, entry)
+    typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
+               f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))
 
 
 @app.command()
@@ -254,9 +280,10 @@ def validate(
     b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
+    train_size: Optional[int] = typer.Option(None, "--train-size", min=1, help="training-set size the prediction simulates (default: counted from --data)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
-    config: Optional[Path] = typer.Option(None, help="base llm_runs.train settings (JSON/YAML) for every run"),
-    set_: list[str] = typer.Option([], "--set", help="llm_runs.train setting key=value for every run (repeatable)"),
+    config: Optional[Path] = typer.Option(None, help="base llm_runs.training.train settings (JSON/YAML) for every run"),
+    set_: list[str] = typer.Option([], "--set", help="llm_runs.training.train setting key=value for every run (repeatable)"),
     metric: str = typer.Option("avg", help="avg, best or worst: the validation metric compared"),
     n_boot: int = typer.Option(100, min=0, help="bootstrap resamples of the frontier analysis"),
     quick: bool = typer.Option(False, "--quick", help="predict from a small simulated sweep (seconds; for tests)"),
@@ -275,8 +302,8 @@ def validate(
 ) -> None:
     """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C)."""
     from isosim.errors import IsosimError
-    from isosim.report import metric_column
-    from llm_runs import validate as val
+    from isosim.frontier.report import metric_column
+    from llm_runs.launch import validate as val
 
     if launcher not in ("local", "slurm"):
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
@@ -286,7 +313,7 @@ def validate(
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
     n_list = _n_list(n, "4,16,64")
     if profile is not None:
-        from isosim.profiles import read_profile
+        from isosim.sim.profiles import read_profile
 
         read_profile(profile)
     opts = val.SlurmOptions(partition=partition, time_min=time_min, nodes=nodes, gpus_per_node=gpus_per_node,
@@ -301,12 +328,14 @@ def validate(
     out = out or _fresh_out("validate")
     request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
-               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick}
+               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
+               **({"train_size": train_size} if train_size is not None else {})}
 
     def build() -> "val.ValidationPlan":
-        problems = val.count_train_problems(model, data, settings)
+        problems = train_size if train_size is not None else val.count_train_problems(model, data, settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
+        predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
                              out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request)
