@@ -338,8 +338,8 @@ def _buckets(lengths: list[int], waste: float = 0.7, min_rows: int = 64) -> list
 
 
 def response_logprobs(parts: LlamaParts, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
-                      pad_id: int, temperature: float, with_entropy: bool, device: Any = "cpu"
-                      ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+                      pad_id: int, temperature: float, with_entropy: bool, device: Any = "cpu",
+                      bucket_rows: int = 64) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """Per-token log-probs (and entropy) of ``responses`` after ``prompts`` under ``parts``' model.
 
     Returns ``(logp, entropy, response_ids, response_mask)``, each (rows, R) with R the longest
@@ -372,7 +372,7 @@ def response_logprobs(parts: LlamaParts, prompts: Sequence[Sequence[int]], respo
     first, pkv = _prompt_forward(parts, weights, ids, pmask, cos_t, sin_t)  # first: predicts response token 0
     g_all = torch.tensor(group, dtype=torch.long, device=device)
     logps, ents, rows = [], [], []
-    for bucket in _buckets([len(r) for r in responses]):
+    for bucket in _buckets([len(r) for r in responses], min_rows=bucket_rows):
         b = torch.tensor(bucket, dtype=torch.long, device=device)
         g = g_all.index_select(0, b)
         L = max(max(len(responses[i]) for i in bucket), 1)
