@@ -9,7 +9,7 @@ batch 4096, fp32, the easy recipe (KL 1e-3 + entropy 1e-3, so a reference forwar
 base lr 3e-4 with the sqrt rule, plain template, last-number answers, on the committed easy split
 (``studies/results/organism/splits/easy.jsonl``). Without ``--model`` the script builds the
 organism's architecture itself (hidden 64, 2 layers, 2 heads) with a short supervised training
-(``--sft-steps``, default 400, so that it answers in the right format and stops like the real one)
+(``--sft-steps``, default 150: enough to answer in the format and stop after ~8 tokens like the real one)
 into ``--work``, and says so.
 
 For each n (2, 16, 128) both paths are set up as real trainers (``GRPOTrainer``: sampling,
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="a built organism's model folder (default: build one)")
     ap.add_argument("--data", default=str(ROOT / "studies/results/organism/splits/easy.jsonl"))
     ap.add_argument("--work", default=None, help="where to build the organism without --model")
-    ap.add_argument("--sft-steps", type=int, default=400)
+    ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--n", default="2,16,128")
     ap.add_argument("--quick", action="store_true", help="fewer steps and rounds (< 5 min on 2 cores)")
     ap.add_argument("--repeats", type=int, default=None)
