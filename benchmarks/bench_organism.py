@@ -49,7 +49,7 @@ PATHS = {"old": {"sampler": "hf", "train_forward": "hf"}, "new": {"sampler": "le
 def organism_model(args: argparse.Namespace) -> tuple[str, str]:
     if args.model:
         return args.model, f"the given organism {args.model}"
-    from llm_runs.organism import OrganismSettings, build
+    from llm_runs.organism.build import OrganismSettings, build
 
     work = Path(args.work or Path(tempfile.gettempdir()) / "isosim_bench_organism")
     s = OrganismSettings(sft_steps=args.sft_steps, pool_size=2000, threads=1)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.set_verbosity_error()
     from llm_runs.config import RunConfig
-    from llm_runs.train import GRPOTrainer
+    from llm_runs.training.train import GRPOTrainer
 
     t_start = time.perf_counter()
     model, what = organism_model(args)
@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     # the FLOP-derived ceiling of the plain way of doing a rollout
     import statistics
 
-    from llm_runs import models
-    from llm_runs.data import load_problems, build_prompt
+    from llm_runs.problems.data import build_prompt, load_problems
+    from llm_runs.sampling import models
 
     tok = models.load_tokenizer(model)
     mdl = models.load_model(model)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     model = args.model
     if model is None and args.dry_run:  # a few seconds of SFT on one thread
-        from llm_runs.organism import OrganismSettings, build
+        from llm_runs.organism.build import OrganismSettings, build
 
         build(out / "organism", OrganismSettings.for_scale("quick", sft_steps=20, threads=1), log=lambda m: None)
         model = str(out / "organism" / "model")
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(seeds):
             run_id = f"n{n}_bp16_s{seed}"
             budget = 8 * n * 3 if args.dry_run else args.budget
-            cmd = [py, "-m", "llm_runs.train", "--model", model, "--data", data, "--out", str(out / "runs" / run_id),
+            cmd = [py, "-m", "llm_runs.training.train", "--model", model, "--data", data, "--out", str(out / "runs" / run_id),
                    "--n", str(n), "--seed", str(seed), "--budget", str(budget), *settings,
                    "--sampler", "lean", "--train-forward", "lean"]
             (out / "runs").mkdir(exist_ok=True)

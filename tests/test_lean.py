@@ -1,4 +1,4 @@
-"""The lean path for small Llama-style models (llm_runs.lean): the same draws as generate, the same
+"""The lean path for small Llama-style models (llm_runs.sampling.lean, llm_runs.training.lean_forward): the same draws as generate, the same
 log-probs and gradients as the model's own forward, the same records as today's path."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ pytest.importorskip("transformers")
 
 from llm_helpers import read_jsonl  # noqa: E402
 
-from llm_runs import grpo, lean, models, organism  # noqa: E402
-from llm_runs.data import build_prompt  # noqa: E402
-from llm_runs.samplers import HFSampler  # noqa: E402
+from llm_runs.organism import build as organism  # noqa: E402
+from llm_runs.problems.data import build_prompt  # noqa: E402
+from llm_runs.sampling import lean, models  # noqa: E402
+from llm_runs.sampling.samplers import HFSampler  # noqa: E402
+from llm_runs.training import grpo, lean_forward  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +35,7 @@ def _gqa_model(path: Path) -> Path:
     """A random Llama with grouped-query attention (4 query heads on 2 key/value heads) and biases."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from llm_runs.tiny import make_tokenizer
+    from llm_runs.sampling.tiny import make_tokenizer
 
     tok = make_tokenizer(256)
     cfg = LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -92,7 +94,7 @@ def test_lean_forward_matches_the_models_forward(quick_organism, tmp_path, which
                    position_ids=packed["position_ids"], use_cache=False, logits_to_keep=W + 1).logits[:, :-1]
     lp, ent = grpo.token_logprobs_and_entropy(logits, packed["response_ids"], 0.7)
     check = (lp.detach(), ent.detach())
-    lp2, ent2, ids, mask = lean.response_logprobs(lean.LlamaParts(model), b.prompt_ids, b.completion_ids,
+    lp2, ent2, ids, mask = lean_forward.response_logprobs(lean.LlamaParts(model), b.prompt_ids, b.completion_ids,
                                                  tok.pad_token_id, 0.7, True)
     m = packed["response_mask"]
     assert torch.equal(ids, packed["response_ids"]) and torch.equal(mask, m)
@@ -105,14 +107,14 @@ def test_lean_forward_matches_the_models_forward(quick_organism, tmp_path, which
         if a is not None:
             assert float((a - c).abs().max()) <= 1e-4 * (float(a.abs().max()) + 1e-6)
     # many length buckets (the sweep's large n) give the same values
-    lp3 = lean.response_logprobs(lean.LlamaParts(model), b.prompt_ids, b.completion_ids, tok.pad_token_id, 0.7,
+    lp3 = lean_forward.response_logprobs(lean.LlamaParts(model), b.prompt_ids, b.completion_ids, tok.pad_token_id, 0.7,
                                  False, bucket_rows=4)[0]
-    assert float(((lp3 - lp2.detach()).abs() * m).max()) < 1e-5
+    assert float(((lp3.detach() - lp2.detach()).abs() * m).max()) < 1e-5
 
 
 def test_buckets_cover_every_row_once():
     lengths = [1, 24, 3, 3, 12, 7, 24, 2] * 20
-    buckets = lean._buckets(lengths, min_rows=8)
+    buckets = lean_forward._buckets(lengths, min_rows=8)
     assert sorted(i for b in buckets for i in b) == list(range(len(lengths)))
     assert len(buckets) > 1
     for b in buckets[:-1]:
@@ -121,7 +123,7 @@ def test_buckets_cover_every_row_once():
 
 def _run(pool, out, seed, **over):
     from llm_runs.config import RunConfig
-    from llm_runs.train import GRPOTrainer
+    from llm_runs.training.train import GRPOTrainer
 
     cfg = RunConfig(model=str(pool.parent / "model"), data=str(pool), out=str(out), n=4, b_p=8, budget=8 * 4 * 8,
                     seed=seed, val_size=40, prompt_template="plain", instruction="", answer_fallback="last-number",
@@ -153,7 +155,7 @@ def test_lean_path_gives_todays_records(quick_organism, tmp_path):
 
 
 def test_runs_saved_before_train_forward_existed_still_resume():
-    from llm_runs.runlog import config_diff
+    from llm_runs.training.runlog import config_diff
 
     assert config_diff({"seed": 0}, {"seed": 0, "train_forward": "hf"}) == []
     assert config_diff({"seed": 0}, {"seed": 0, "train_forward": "lean"})
