@@ -17,8 +17,8 @@ scoring, the update with its reference forward, the optimizer), take one untimed
 timed steps each (at least 320 rollouts, 2,048 without ``--quick``), alternating in ``--repeats``
 rounds so that the machine's load falls on both alike; each side's time is the CPU time of this
 one-thread process (``time.process_time``: core-seconds, which other processes on a loaded
-machine do not inflate the way they do wall time) in its fastest round. The ceiling is the FLOP count of a rollout done the plain way (sampling
-forward 2 P T, policy forward and backward 6 P T, reference forward 2 P T, with P the parameters
+machine do not inflate the way they do wall time) in its fastest round. The ceiling is the FLOP
+count of a rollout done the plain way (sampling forward 2 P T, policy forward and backward 6 P T, reference forward 2 P T, with P the parameters
 and T the prompt + response tokens) divided by the rate this core sustains on a matmul of the
 model's shapes, measured in the same run. The lean path computes each prompt once per group, so
 it can exceed that ceiling at large n.
@@ -126,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         for side in trainers:
             rates[side][n] = 16 * n * steps / best[side]
             trainers[side].close()
-        print(f"n={n:4d} ({steps} steps x {repeats} rounds): old {rates['old'][n]:7.0f} rollouts/core-s (wall per step: sample {split['old']['sample']:.3f}s, "
-              f"update {split['old']['train']:.3f}s) | new {rates['new'][n]:7.0f} (sample {split['new']['sample']:.3f}s, "
+        old, new = split["old"], split["new"]
+        print(f"n={n:4d} ({steps} steps x {repeats} rounds): old {rates['old'][n]:7.0f} rollouts/core-s "
+              f"(wall per step: sample {old['sample']:.3f}s, update {old['train']:.3f}s) | "
+              f"new {rates['new'][n]:7.0f} (sample {new['sample']:.3f}s, "
               f"update {split['new']['train']:.3f}s) | x{rates['new'][n] / rates['old'][n]:.2f}", flush=True)
     # the FLOP-derived ceiling of the plain way of doing a rollout
     import statistics

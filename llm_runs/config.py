@@ -196,7 +196,8 @@ class RunConfig:
              "pass rate range must satisfy 0 <= pass_rate_min <= pass_rate_max <= 1")
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")
         for name, choices in (("recipe", tuple(RECIPES)), ("advantage", ADVANTAGES), ("loss_agg", LOSS_AGGS),
-                              ("sampler", SAMPLERS), ("train_forward", ("hf", "lean")), ("lr_rule", LR_RULES), ("precision", PRECISIONS),
+                              ("sampler", SAMPLERS), ("train_forward", ("hf", "lean")), ("lr_rule", LR_RULES),
+                              ("precision", PRECISIONS),
                               ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS),
                               ("vllm_dtype", ("auto", "float32", "bfloat16", "float16"))):
             value = getattr(self, name)

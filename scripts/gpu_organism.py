@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(seeds):
             run_id = f"n{n}_bp16_s{seed}"
             budget = 8 * n * 3 if args.dry_run else args.budget
-            cmd = [py, "-m", "llm_runs.training.train", "--model", model, "--data", data, "--out", str(out / "runs" / run_id),
+            cmd = [py, "-m", "llm_runs.training.train", "--model", model, "--data", data,
+                   "--out", str(out / "runs" / run_id),
                    "--n", str(n), "--seed", str(seed), "--budget", str(budget), *settings,
                    "--sampler", "lean", "--train-forward", "lean"]
             (out / "runs").mkdir(exist_ok=True)

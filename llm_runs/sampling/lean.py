@@ -78,7 +78,8 @@ class LlamaParts:
                 b = torch.cat([x.bias for x in mods]) if mods[0].bias is not None else None
                 return w, b
 
-            out.append({"ln1": layer.input_layernorm, "ln2": layer.post_attention_layernorm, "qkv": cat(a.q_proj, a.k_proj, a.v_proj),
+            out.append({"ln1": layer.input_layernorm, "ln2": layer.post_attention_layernorm,
+                        "qkv": cat(a.q_proj, a.k_proj, a.v_proj),
                         "o": (a.o_proj.weight, a.o_proj.bias), "gu": cat(m.gate_proj, m.up_proj),
                         "down": (m.down_proj.weight, m.down_proj.bias), "act": m.act_fn})
         return out
