@@ -18,10 +18,10 @@ timed steps each (at least 320 rollouts, 2,048 without ``--quick``), alternating
 rounds so that the machine's load falls on both alike; each side's time is the CPU time of this
 one-thread process (``time.process_time``: core-seconds, which other processes on a loaded
 machine do not inflate the way they do wall time) in its fastest round. The ceiling is the FLOP
-count of a rollout done the plain way (sampling forward 2 P T, policy forward and backward 6 P T, reference forward 2 P T, with P the parameters
-and T the prompt + response tokens) divided by the rate this core sustains on a matmul of the
-model's shapes, measured in the same run. The lean path computes each prompt once per group, so
-it can exceed that ceiling at large n.
+count of a rollout done the plain way (sampling forward 2 P T, policy forward and backward 6 P T,
+reference forward 2 P T, with P the matmul parameters and T the prompt + response tokens) divided
+by the rate this core sustains on a matmul of the model's shapes, measured in the same run. The
+lean path computes each prompt once per group, so it can exceed that ceiling at large n.
 
 Last line: ``speedup X.XX``, the time of a sweep that spends the same rollouts at each n (the
 harmonic combination of the per-n rates), old path over new.
