@@ -1,6 +1,6 @@
 """A lean sampler for small Llama-style causal LMs (the model organism): ``sampler: lean``.
 
-The hand-written layer (`LlamaParts`, `_layer`, `_attend`, `encode_prompts`) is shared with the
+The hand-written layer (`LlamaParts`, `_layer`, `_attend`, `_prompt_forward`) is shared with the
 update's lean forward (``llm_runs.training.lean_forward``).
 
 ``transformers``' ``generate`` spends most of its time, on a model of 0.15 M parameters, in
@@ -11,8 +11,7 @@ no sync is needed) in a short loop over a preallocated key/value cache, and save
 ``generate`` repeats:
 
 * **one prefill per prompt**, not per sample: the ``n`` samples of a prompt share its keys and
-  values (the prompt part of the cache is computed for the unique prompts and gathered per row),
-  and the prompts' common prefix is computed once for all of them;
+  values (the prompt part of the cache is computed for the unique prompts and gathered per row);
 * **finished rows leave the batch**: rows that emitted an end-of-sequence token are dropped from
   the cache (``generate`` keeps computing them and throws the tokens away).
 
@@ -138,62 +137,23 @@ def _head(parts: LlamaParts, x: torch.Tensor) -> torch.Tensor:
     return parts.head(_rms(parts.norm, x))
 
 
-def encode_prompts(parts: LlamaParts, weights: list[dict[str, Any]], prompts: Sequence[Sequence[int]], pad_id: int,
-                   extra: int, device: Any) -> tuple[torch.Tensor, list[Any], torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Forward of distinct prompts: last-position logits (U, V), each layer's rotated (k, v) over
-    the prompt slots (U, kv_heads, W, head_dim), the slot mask (U, W) and the rotary tables for W +
-    ``extra`` positions. The prompts' common prefix (``<s>Question: `` on the organism; at most all
-    but each prompt's last token) is computed once, for all of them; the rest of each prompt is
-    left-padded after it (masked slots; positions count real tokens only)."""
-    U = len(prompts)
-    C = 0
-    if U > 1:
-        shortest, head = min(len(p) for p in prompts), prompts[0]
-        while C < shortest - 1 and all(p[C] == head[C] for p in prompts):
-            C += 1
-    rests = [list(p[C:]) for p in prompts]
-    Wr = max(len(r) for r in rests)
-    ids = torch.full((U, Wr), pad_id, dtype=torch.long)
-    rmask = torch.zeros((U, Wr), dtype=torch.bool)
-    for i, r in enumerate(rests):
-        ids[i, Wr - len(r):] = torch.tensor(r, dtype=torch.long)
-        rmask[i, Wr - len(r):] = True
-    ids, rmask = ids.to(device), rmask.to(device)
-    cos_t, sin_t = parts.rope_table(C + Wr + extra, parts.embed.weight)
-    prefix_kv: list[Any] = []
-    if C:
-        causal = torch.tril(torch.ones(C, C, dtype=torch.bool, device=device))
-
-        def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            prefix_kv.append((k, v))
-            return _attend(q, k, v, causal, parts)
-
-        x = parts.embed(torch.tensor([list(prompts[0][:C])], dtype=torch.long, device=device))
-        for w in weights:
-            x = _layer(parts, w, x, cos_t[:C], sin_t[:C], attend_prefix)
-    pos = C + (rmask.long().cumsum(1) - 1).clamp(min=0)
+def _prompt_forward(parts: LlamaParts, weights: list[dict[str, Any]], ids: torch.Tensor, pmask: torch.Tensor,
+                    cos_t: torch.Tensor, sin_t: torch.Tensor) -> tuple[torch.Tensor, list[Any]]:
+    """Left-padded prompts (U, W): last-position logits (U, V) and each layer's rotated (k, v)."""
+    U, W = ids.shape
+    pos = (pmask.long().cumsum(1) - 1).clamp(min=0)
     cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
-    allowed = torch.tril(torch.ones(Wr, Wr, dtype=torch.bool, device=device)) & rmask[:, None, None, :]
-    if C:
-        allowed = torch.cat([torch.ones(U, 1, Wr, C, dtype=torch.bool, device=device), allowed.expand(U, 1, Wr, Wr)],
-                            dim=-1)
+    allowed = torch.tril(torch.ones(W, W, dtype=torch.bool, device=ids.device)) & pmask[:, None, None, :]
     kv: list[Any] = []
-    layer_i = iter(range(len(weights)))
 
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        i = next(layer_i)
-        if C:
-            kp, vp = prefix_kv[i]
-            k = torch.cat([kp.expand(U, -1, -1, -1), k], dim=2)
-            v = torch.cat([vp.expand(U, -1, -1, -1), v], dim=2)
         kv.append((k, v))
         return _attend(q, k, v, allowed, parts)
 
     x = parts.embed(ids)
     for w in weights:
         x = _layer(parts, w, x, cos, sin, attend)
-    pmask = torch.cat([torch.ones(U, C, dtype=torch.bool, device=device), rmask], dim=1)
-    return _head(parts, x[:, -1]), kv, pmask, cos_t, sin_t
+    return _head(parts, x[:, -1]), kv
 
 
 def _decode(parts: LlamaParts, weights: list[dict[str, Any]], tokens: torch.Tensor, positions: torch.Tensor,
@@ -295,9 +255,16 @@ class LeanSampler:
             if not uniq or uniq[-1] is not p:
                 uniq.append(p)
             group.append(len(uniq) - 1)
+        W = max(len(p) for p in uniq)
+        ids = torch.full((len(uniq), W), self.pad_id, dtype=torch.long)
+        pmask = torch.zeros((len(uniq), W), dtype=torch.bool)
+        for i, p in enumerate(uniq):
+            ids[i, W - len(p):] = torch.tensor(p, dtype=torch.long)
+            pmask[i, W - len(p):] = True
+        ids, pmask = ids.to(device), pmask.to(device)
         weights = parts.weights()
-        logits_u, kv, pmask, cos_t, sin_t = encode_prompts(parts, weights, uniq, self.pad_id, max_new, device)
-        W = pmask.shape[1]
+        cos_t, sin_t = parts.rope_table(W + max_new, parts.embed.weight)
+        logits_u, kv = _prompt_forward(parts, weights, ids, pmask, cos_t, sin_t)
         g = torch.tensor(group, dtype=torch.long, device=device)
         keys, values = [], []
         for k, v in kv:  # each row's cache: its prompt's keys/values, then room for max_new tokens

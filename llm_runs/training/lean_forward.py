@@ -7,8 +7,7 @@ by the n rows of a group, is computed n times. ``response_logprobs`` computes ea
 prompt once (its keys and values enter every row of its group by an index, so gradients sum
 over the group) and runs the responses in a few buckets of similar length, against the prompt
 keys plus their own causal keys. Same model, same positions, same masks: log-probs equal
-``_forward``'s to float rounding (the test bounds the gap). The prompts' common prefix is computed
-once for all of them (``llm_runs.sampling.lean.encode_prompts``).
+``_forward``'s to float rounding (the test bounds the gap).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 
 import torch
 
-from llm_runs.sampling.lean import LlamaParts, _attend, _head, _layer, encode_prompts
+from llm_runs.sampling.lean import LlamaParts, _attend, _head, _layer, _prompt_forward
 from llm_runs.training.grpo import LOGIT_CHUNK_ELEMENTS, _chunk_logprobs, token_logprobs_and_entropy
 
 
@@ -55,11 +54,17 @@ def response_logprobs(parts: LlamaParts, prompts: Sequence[Sequence[int]], respo
     index: dict[tuple[int, ...], int] = {}
     group = [index.setdefault(tuple(p), len(index)) for p in prompts]
     uniq = list(index)
-    weights = parts.weights()
-    # first: the logits that predict every row's response token 0
-    first, pkv, pmask, cos_t, sin_t = encode_prompts(parts, weights, uniq, pad_id, R, device)
-    W = pmask.shape[1]
+    U, W = len(uniq), max(len(p) for p in uniq)
+    ids = torch.full((U, W), pad_id, dtype=torch.long)
+    pmask = torch.zeros((U, W), dtype=torch.bool)
+    for i, p in enumerate(uniq):
+        ids[i, W - len(p):] = torch.tensor(p, dtype=torch.long)
+        pmask[i, W - len(p):] = True
+    ids, pmask = ids.to(device), pmask.to(device)
     plen = pmask.sum(1)
+    weights = parts.weights()
+    cos_t, sin_t = parts.rope_table(W + R, parts.embed.weight)
+    first, pkv = _prompt_forward(parts, weights, ids, pmask, cos_t, sin_t)  # first: predicts response token 0
     g_all = torch.tensor(group, dtype=torch.long, device=device)
     logps, ents, rows = [], [], []
     for bucket in _buckets([len(r) for r in responses], min_rows=bucket_rows):
