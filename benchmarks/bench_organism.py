@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min) "
           f"on {os.cpu_count()} cores; torch {torch.__version__}, 1 thread")
     ns = [int(x) for x in args.n.split(",")]
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats or (3 if args.quick else 5)
     rollouts_target = 320 if args.quick else 2048  # timed rollouts per side per round, at least one step
     work = Path(tempfile.mkdtemp(prefix="bench_organism_"))
     rates: dict[str, dict[int, float]] = {"old": {}, "new": {}}
