@@ -4,7 +4,8 @@ Builds the organism (``python -m llm_runs.organism``; or takes a built one with 
 starts every run of the sweep (n x seeds, B_p 16, the easy recipe, docs/organism.md step 4's
 settings, ``sampler lean`` and ``train_forward lean``) as its own process, all at once, on the one
 GPU; writes each run's records under OUT/runs/, and OUT/summary.json with the rollouts/s of each
-run and of the whole sweep. Runs still going at ``--time-limit`` get SIGTERM: they save a
+run and of the whole sweep. Runs still going when ``--time-limit`` (540 s for the whole script,
+the build included) is near get SIGTERM: they save a
 checkpoint and stop (rerunning the same command resumes them), and the summary counts what they
 did. ``--dry-run``: the quick organism, two tiny runs, on the CPU (what the tests run).
 """
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", default="4,8,16,32,64,128")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--budget", type=int, default=200_000)
-    ap.add_argument("--time-limit", type=float, default=420.0, help="seconds before running runs are stopped")
+    ap.add_argument("--time-limit", type=float, default=540.0,
+                    help="seconds for the whole script (build included): runs still going then are stopped "
+                         "(they checkpoint; rerun to resume)")
     ap.add_argument("--dry-run", action="store_true", help="quick organism, two tiny runs, CPU")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     data = args.data or (str(out / "organism" / "pool.jsonl") if args.dry_run
                          else str(ROOT / "studies/results/organism/splits/easy.jsonl"))
     build_s = time.perf_counter() - t0
+    sweep_limit = max(args.time_limit - build_s - 30.0, 30.0)  # 30 s to stop the runs and summarise
     import torch
 
     device = "cuda" if torch.cuda.is_available() and not args.dry_run else "cpu"
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             procs[run_id] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     stopped = []
     while any(p.poll() is None for p in procs.values()):
-        if time.perf_counter() - t1 > args.time_limit:
+        if time.perf_counter() - t1 > sweep_limit:
             for run_id, p in procs.items():
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)  # the trainer checkpoints and stops
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     for run_id, p in procs.items():
         metrics = out / "runs" / run_id / "metrics.jsonl"
         rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()] if metrics.is_file() else []
-        if p.returncode not in (0, 143, 128 + 15) or not rows:
+        if p.returncode not in (0, 128 + 15, -signal.SIGTERM) or not rows:  # 143: stopped, checkpoint saved
             failed.append({"run_id": run_id, "exit": p.returncode})
             continue
         last = rows[-1]
