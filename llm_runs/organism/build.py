@@ -30,7 +30,7 @@ speeds (docs/organism.md, "Speed", says where each comes from): the committed 24
 rollouts a run, ``sampler hf``) trained at 179-395 rollouts/s per one-thread run (its records'
 training wall time, 2026-12-03) and took 2 h 22 min on the shared 2 cores (studies/LOG.md);
 ``sampler lean`` with ``train_forward lean`` does 1.4-2.1x more rollouts per core-second at n = 2,
-3-4x at n = 16 and 128, 2.1-2.6x over a sweep (``benchmarks/bench_organism.py``, 2026-12-04).
+2.4-3.1x at n = 16, 2.9-4.0x at n = 128, 2.1-2.6x over a sweep (``benchmarks/bench_organism.py``, 2026-12-04).
 1 M parameters would be several times slower.
 """
 
