@@ -1,0 +1,452 @@
+"""Adaptive choice of ``n`` for one budget: run a few ``n``, stop the dominated ones, extend the
+winner to the budget. Pure decision logic, fed by evaluation records as they arrive; the same
+code drives live runs (``isosim validate --adaptive``) and the replay over committed records.
+
+The rules (chosen from the shape of isocompute curves, not fitted to any sweep):
+
+* **Rungs.** Decisions are taken when every active run has reached a rung: ``C / 16``, ``C / 8``,
+  ``C / 4``, ``C / 2`` rollouts (``first_rung`` and ``eta``). A run "reaches" a rung at its first
+  evaluation at or past it, so a run is always paused on an evaluation (no extra evaluations,
+  and the paused run continues exactly: the lr schedule is constant after warm-up and the
+  evaluation steps are placed over the full budget ``C`` from the start).
+* **Start.** The ``start`` list (the prediction's ``n`` and its neighbours two octaves away, or
+  a spread over the grid when there is no prediction).
+* **Level and slope.** Each run's curve is read locally: a least-squares line in ``ln rollouts``
+  through its evaluations within two octaves below its last one (at least two points), giving
+  the level at the rung and the slope per unit of ``ln rollouts``.
+* **Noise.** One seed per ``n``, so seed noise is not measured directly. ``sigma`` is the larger
+  of (a) the evaluation's sampling error ``sqrt(v (1 - v) / (V N))`` (V validation problems, N
+  samples each; an upper bound for a mean of per-problem rates) and (b) the curves' roughness:
+  the robust spread of each evaluation around the straight line through its two neighbours
+  (last four evaluations of every run, scaled for the interpolation weights). Both are logged.
+* **Stop.** A run stops when even its optimistic projection to ``C`` -- its level plus its slope
+  (if positive) times the ``ln`` rollouts left -- is below the leader's level minus
+  ``z * sigma * sqrt(2)`` (``z = 2``). Curves are concave in ``ln rollouts`` past their take-off,
+  so the straight-line projection overstates what a run can still gain, and the leader's own
+  future gain is ignored: both err towards keeping a run.
+* **New n.** When the leader is the smallest ``n`` running and no smaller grid ``n`` was tried,
+  the next smaller grid ``n`` starts; when the largest ``n`` running leads, or its projection
+  overtakes the leader's, the next larger one starts. A new run first catches up to the current
+  rung, then the rung is decided again.
+* **Choice and extension.** When one run is left it is extended to ``C``. At the last rung
+  (``C / 2``) the run with the best level is chosen, unless another's projection to ``C`` beats
+  the leader's projection by more than the margin. The chosen run continues to ``C``.
+* **Log.** Every decision is a JSON-ready dict (``event``: start, rung, stop, spawn, advance,
+  choose, done); :class:`Adaptive` rebuilt from the list continues where it stopped.
+
+Overhead is the rollouts spent on runs that were not chosen, divided by ``C`` (the chosen run is
+the user's training run). :func:`successive_halving` is the blind baseline on the same rungs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+
+Curve = Sequence[tuple[float, float]]
+"""(rollouts, value) pairs of one run, in order of rollouts."""
+
+REACH_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Settings:
+    budget: float
+    grid: tuple[int, ...]
+    start: tuple[int, ...]
+    first_rung: float = 1 / 16
+    eta: float = 2.0
+    z: float = 2.0
+    eval_samples: int | None = None
+    """V * N of the validation (problems x samples each), for the sampling error; None: unknown"""
+    window_octaves: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (self.budget > 0 and math.isfinite(self.budget)):
+            raise IsosimError(f"budget must be a positive number of rollouts, got {self.budget}")
+        if not self.grid:
+            raise IsosimError("the grid of n is empty")
+        if any(int(n) < 1 for n in self.grid):
+            raise IsosimError(f"grid n must be >= 1, got {list(self.grid)}")
+        bad = sorted(set(self.start) - set(self.grid))
+        if bad:
+            raise IsosimError(f"start n {bad} not in the grid {sorted(self.grid)}")
+        if not self.start:
+            raise IsosimError("no n to start with")
+        if not 0 < self.first_rung < 1:
+            raise IsosimError(f"first_rung must be a fraction of the budget in (0, 1), got {self.first_rung}")
+        if self.eta <= 1:
+            raise IsosimError(f"eta must be > 1, got {self.eta}")
+
+    def rungs(self) -> list[float]:
+        """Decision points in rollouts, below the budget: C * first_rung * eta^k < C."""
+        out, r = [], self.budget * self.first_rung
+        while r < self.budget * (1 - 1e-9):
+            out.append(r)
+            r *= self.eta
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["grid"], d["start"] = list(self.grid), list(self.start)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Settings:
+        d = dict(d)
+        d["grid"], d["start"] = tuple(int(n) for n in d["grid"]), tuple(int(n) for n in d["start"])
+        return cls(**d)
+
+
+def spread_start(grid: Sequence[int], predicted: int | None = None) -> list[int]:
+    """The starting n: the predicted n and the grid n two octaves either side (clipped to the
+    grid); without a prediction, the smallest, middle and largest grid n."""
+    g = sorted(set(int(n) for n in grid))
+    if predicted is None:
+        return sorted({g[0], g[len(g) // 2], g[-1]})
+    near = min(g, key=lambda n: (abs(math.log2(n) - math.log2(predicted)), n))
+    i = g.index(near)
+    return sorted({g[max(0, i - 2)], near, g[min(len(g) - 1, i + 2)]})
+
+
+# --------------------------------------------------------------------------------------------
+# reading curves
+# --------------------------------------------------------------------------------------------
+def local_fit(curve: Curve, at: float, window_octaves: float = 2.0) -> tuple[float, float]:
+    """(level at ``at``, slope per unit ln rollouts) of a line in ln rollouts through the run's
+    evaluations within ``window_octaves`` below its last one (at least the last two; a single
+    point gives slope 0)."""
+    pts = [(float(r), float(v)) for r, v in curve if r > 0 and math.isfinite(v)]
+    if not pts:
+        vals = [float(v) for _, v in curve if math.isfinite(v)]
+        return (vals[-1] if vals else float("nan")), 0.0
+    last = pts[-1][0]
+    win = [p for p in pts if p[0] >= last / 2 ** window_octaves]
+    if len(win) < 2:
+        win = pts[-2:]
+    if len(win) < 2:
+        return win[-1][1], 0.0
+    x = np.log([p[0] for p in win])
+    y = np.array([p[1] for p in win])
+    slope, icpt = np.polyfit(x, y, 1)
+    return float(icpt + slope * math.log(at)), float(slope)
+
+
+def roughness(curves: Sequence[Curve], last: int = 4) -> tuple[float, int]:
+    """Robust spread of single evaluations around their neighbours' line (ln rollouts), from the
+    last ``last`` evaluations of every curve: (sigma, number of triples used)."""
+    devs = []
+    for c in curves:
+        pts = [(math.log(r), v) for r, v in c if r > 0 and math.isfinite(v)][-last:]
+        for (x0, y0), (x1, y1), (x2, y2) in zip(pts, pts[1:], pts[2:]):
+            if x2 <= x0:
+                continue
+            w = (x2 - x1) / (x2 - x0)  # weight of the left neighbour in the interpolation at x1
+            devs.append(abs(y1 - (w * y0 + (1 - w) * y2)) / math.sqrt(1 + w * w + (1 - w) ** 2))
+    if not devs:
+        return 0.0, 0
+    return float(1.4826 * np.median(devs)), len(devs)
+
+
+def noise(curves: Sequence[Curve], levels: Sequence[float], eval_samples: int | None) -> dict[str, Any]:
+    """sigma of one evaluation of one run: max(sampling error, roughness), with both."""
+    rough, k = roughness(curves)
+    samp = 0.0
+    if eval_samples:
+        v = min((x for x in levels if math.isfinite(x)), key=lambda x: abs(x - 0.5), default=0.5)
+        v = min(max(v, 0.0), 1.0)
+        samp = math.sqrt(max(v * (1 - v), 1e-12) / eval_samples)
+    return {"sigma": max(samp, rough), "sampling": samp, "roughness": rough, "roughness_triples": k,
+            "source": "sampling" if samp >= rough else "roughness"}
+
+
+# --------------------------------------------------------------------------------------------
+# the policy
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Adaptive:
+    """The adaptive search's state, rebuilt from its decisions; :meth:`requests` says which run
+    must reach how many rollouts, :meth:`update` decides once they have."""
+
+    settings: Settings
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.rungs = s.rungs()
+        if not self.rungs:
+            raise IsosimError("no decision rung below the budget")
+        self.active: list[int] = []
+        self.tried: set[int] = set()
+        self.stopped: dict[int, float] = {}
+        self.rung_i = 0
+        self.chosen: int | None = None
+        self.done = False
+        past, self.decisions = list(self.decisions), []
+        if not past:
+            self._log({"event": "start", "n": sorted(s.start), "rung": self.rungs[0], "settings": s.to_json(),
+                       "why": "the starting spread"})
+        for d in past:
+            self._log(d)
+
+    # -- state from decisions ---------------------------------------------------------------
+    def _log(self, d: dict[str, Any]) -> dict[str, Any]:
+        ev = d["event"]
+        if ev == "start":
+            self.active = sorted(int(n) for n in d["n"])
+            self.tried |= set(self.active)
+        elif ev == "spawn":
+            self.active = sorted(set(self.active) | {int(d["n"])})
+            self.tried.add(int(d["n"]))
+        elif ev == "stop":
+            self.active.remove(int(d["n"]))
+            self.stopped[int(d["n"])] = float(d["spent"])
+        elif ev == "advance":
+            self.rung_i = int(d["rung_index"])
+        elif ev == "choose":
+            self.chosen = int(d["n"])
+            for n in list(self.active):
+                if n != self.chosen:
+                    self.active.remove(n)
+                    self.stopped[n] = float(d["spent"][str(n)])
+        elif ev == "done":
+            self.done = True
+        elif ev not in ("rung",):
+            raise IsosimError(f"unknown decision event {ev!r}")
+        self.decisions.append(d)
+        return d
+
+    @property
+    def rung(self) -> float:
+        return self.rungs[self.rung_i]
+
+    def requests(self) -> dict[int, float]:
+        """Run n -> rollouts it must reach before the next decision (empty when done)."""
+        if self.done:
+            return {}
+        if self.chosen is not None:
+            return {self.chosen: self.settings.budget}
+        return {n: self.rung for n in self.active}
+
+    # -- deciding ---------------------------------------------------------------------------
+    def update(self, curves: Mapping[int, Curve]) -> list[dict]:
+        """Decide on the curves observed so far: every requested run has run to its target (its
+        last evaluation at or below it, see :func:`reveal`)."""
+        start = len(self.decisions)
+        for n in self.requests():
+            if not curves.get(n):
+                raise IsosimError(f"no records of run n={n}")
+        if self.done:
+            return []
+        if self.chosen is not None:
+            self._log({"event": "done", "n": self.chosen, "spent": spent(curves.get(self.chosen, ())),
+                       "overhead": self.overhead(), "why": f"n={self.chosen} reached the budget"})
+            return self.decisions[start:]
+        s, r = self.settings, self.rung
+        left = math.log(s.budget / r)
+        fits = {n: local_fit(curves[n], r, s.window_octaves) for n in self.active}
+        level = {n: fits[n][0] for n in self.active}
+        slope = {n: fits[n][1] for n in self.active}
+        proj = {n: level[n] + max(slope[n], 0.0) * left for n in self.active}
+        nz = noise([curves[n] for n in sorted(self.tried) if n in curves], list(level.values()), s.eval_samples)
+        margin = s.z * nz["sigma"] * math.sqrt(2)
+        leader = max(self.active, key=lambda n: (level[n], -n))
+        self._log({"event": "rung", "rung": r, "rung_index": self.rung_i, "active": list(self.active),
+                   "level": {str(n): level[n] for n in self.active}, "slope": {str(n): slope[n] for n in self.active},
+                   "projection": {str(n): proj[n] for n in self.active},
+                   "spent": {str(n): spent(curves[n]) for n in self.active},
+                   "noise": nz, "margin": margin, "leader": leader})
+        for n in list(self.active):
+            if n != leader and proj[n] < level[leader] - margin:
+                self._log({"event": "stop", "n": n, "rung": r, "spent": spent(curves[n]),
+                           "why": f"projection to C {proj[n]:.4f} (level {level[n]:.4f} + slope {slope[n]:.4f} x "
+                                  f"{left:.2f}) < leader n={leader} level {level[leader]:.4f} - margin {margin:.4f}"})
+        grid = sorted(s.grid)
+        lo, hi = min(self.active), max(self.active)
+        smaller = [g for g in grid if g < lo and g not in self.tried]
+        larger = [g for g in grid if g > hi and g not in self.tried]
+        edge_lo, edge_hi = lo == min(self.tried), hi == max(self.tried)
+        closing = hi != leader and proj[hi] > level[leader] + max(slope[leader], 0.0) * left + margin
+        spawn, why = None, ""
+        if leader == lo and edge_lo and smaller and self.stopped:
+            spawn, why = max(smaller), f"the smallest n tried (n={lo}) leads and a larger n was dominated"
+        elif edge_hi and larger and ((leader == hi and self.stopped) or closing):
+            spawn = min(larger)
+            why = f"the largest n tried (n={hi}) " + (
+                "leads and a smaller n was dominated" if leader == hi else
+                f"is closing on the leader beyond the margin (projection {proj[hi]:.4f})")
+        if spawn is not None:
+            self._log({"event": "spawn", "n": spawn, "rung": r, "why": why + f": n={spawn} starts, catching up to "
+                                                                             f"{r:.0f} rollouts"})
+            return self.decisions[start:]
+        if len(self.active) == 1:
+            self._choose(leader, curves, r, f"n={leader} is the only run left")
+        elif self.rung_i == len(self.rungs) - 1:
+            best_proj = max(self.active, key=lambda n: (proj[n], -n))
+            pick, why = leader, f"best level at the last rung ({level[leader]:.4f})"
+            if best_proj != leader and proj[best_proj] > level[leader] + max(slope[leader], 0) * left + margin:
+                pick, why = best_proj, (f"its projection to C ({proj[best_proj]:.4f}) beats the leader n={leader}'s "
+                                        f"by more than the margin {margin:.4f}")
+            self._choose(pick, curves, r, why)
+        else:
+            self._log({"event": "advance", "rung_index": self.rung_i + 1, "rung": self.rungs[self.rung_i + 1],
+                       "active": list(self.active)})
+        return self.decisions[start:]
+
+    def _choose(self, n: int, curves: Mapping[int, Curve], r: float, why: str) -> None:
+        self._log({"event": "choose", "n": n, "rung": r, "why": why,
+                   "spent": {str(m): spent(curves[m]) for m in self.active}})
+
+    def overhead(self) -> float:
+        return float(sum(self.stopped.values()) / self.settings.budget)
+
+
+def spent(curve: Curve) -> float:
+    return float(curve[-1][0]) if curve else 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# replay over complete records
+# --------------------------------------------------------------------------------------------
+def reveal(curve: Curve, target: float) -> list[tuple[float, float]]:
+    """The part of a complete curve a run paused at ``target`` rollouts has written: every
+    evaluation up to its last one at or below the target (up to its first positive one if none
+    is: a run is always paused on an evaluation, the one that tells)."""
+    out = []
+    for r, v in curve:
+        if r > target * (1 + REACH_RTOL) and any(p[0] > 0 for p in out):
+            break
+        out.append((float(r), float(v)))
+        if r > target * (1 + REACH_RTOL):
+            break
+    return out
+
+
+def replay(full: Mapping[int, Curve], settings: Settings) -> dict[str, Any]:
+    """Run the adaptive policy over complete curves, revealing each up to what it was asked to
+    spend. Returns chosen n, overhead, the decisions and the rollouts spent per n."""
+    pol = Adaptive(settings)
+    seen: dict[int, list[tuple[float, float]]] = {}
+    for _ in range(1000):
+        req = pol.requests()
+        if not req:
+            break
+        for n, target in req.items():
+            if n not in full:
+                raise IsosimError(f"replay: no records for n={n}")
+            seen[n] = reveal(full[n], target)
+        pol.update(seen)
+    spentd = {n: spent(c) for n, c in seen.items()}
+    return {"chosen": pol.chosen, "overhead": pol.overhead(), "spent": spentd, "decisions": pol.decisions,
+            "tried": sorted(pol.tried)}
+
+
+def successive_halving(full: Mapping[int, Curve], settings: Settings) -> dict[str, Any]:
+    """Plain successive halving on the same rungs: every grid n starts; at each rung the better
+    half (by the last evaluation reached, ties to the smaller n) continues; the last one left
+    (or the best at the last rung) continues to C."""
+    s = settings
+    alive = sorted(s.grid)
+    seen: dict[int, list[tuple[float, float]]] = {}
+    stopped: dict[int, float] = {}
+    rungs = s.rungs()
+    for i, r in enumerate(rungs):
+        for n in alive:
+            seen[n] = reveal(full[n], r)
+        keep = 1 if i == len(rungs) - 1 else max(1, math.ceil(len(alive) / s.eta))
+        ranked = sorted(alive, key=lambda n: (-seen[n][-1][1], n))
+        for n in ranked[keep:]:
+            stopped[n] = spent(seen[n])
+        alive = sorted(ranked[:keep])
+        if len(alive) == 1:
+            break
+    chosen = alive[0]
+    seen[chosen] = reveal(full[chosen], s.budget)
+    return {"chosen": chosen, "overhead": float(sum(stopped.values()) / s.budget),
+            "spent": {n: spent(c) for n, c in seen.items()}}
+
+
+# --------------------------------------------------------------------------------------------
+# scoring against a measured sweep
+# --------------------------------------------------------------------------------------------
+def value_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
+    """A run's value at ``budget`` rollouts: linear in ln rollouts between its evaluations; a run
+    ending within ``rtol`` short of the budget counts at its last point; NaN if it ends earlier."""
+    pts = [(float(r), float(v)) for r, v in curve if r > 0]
+    if not pts or pts[-1][0] < budget * (1 - rtol):
+        return float("nan")
+    if budget >= pts[-1][0]:
+        return pts[-1][1]
+    if budget <= pts[0][0]:
+        return pts[0][1]
+    x = np.log([p[0] for p in pts])
+    return float(np.interp(math.log(budget), x, [p[1] for p in pts]))
+
+
+def truth_at(runs: Mapping[int, Mapping[int, Curve]], budget: float) -> dict[str, Any]:
+    """Seed-mean value per n at ``budget`` (``runs[n][seed]``), the best n, the standard error of
+    a seed-mean (pooled over n) and the tie band (n within 2 standard errors of the best)."""
+    means, devs, dof = {}, 0.0, 0
+    k = 0
+    for n, seeds in runs.items():
+        vals = np.array([value_at(c, budget) for c in seeds.values()])
+        vals = vals[np.isfinite(vals)]
+        if not len(vals):
+            continue
+        means[int(n)] = float(vals.mean())
+        if len(vals) > 1:
+            devs += float(((vals - vals.mean()) ** 2).sum())
+            dof += len(vals) - 1
+            k = max(k, len(vals))
+    if not means:
+        raise IsosimError(f"no run reaches {budget:.0f} rollouts")
+    sd = math.sqrt(devs / dof) if dof else float("nan")
+    se = sd / math.sqrt(k) if dof else float("nan")
+    best = max(means, key=lambda n: (means[n], -n))
+    band = sorted(n for n, v in means.items() if v >= means[best] - 2 * se) if dof else [best]
+    return {"budget": float(budget), "mean": {str(n): means[n] for n in sorted(means)}, "best": best,
+            "seed_sd": sd, "seed_se": se, "tie_band": band}
+
+
+# --------------------------------------------------------------------------------------------
+# the evidence
+# --------------------------------------------------------------------------------------------
+def plot_search(curves: Mapping[int, Curve], decisions: Sequence[Mapping[str, Any]], path: str | Path,
+                metric: str = "val_avg") -> Path:
+    """Each run's curve as far as it ran (the chosen one bold), a cross where a run was stopped,
+    the decision rungs and the budget; written as PNG (and SVG) at ``path``."""
+    from isosim import plots
+
+    ns = sorted(curves)
+    cmap, norm = plots.n_colors(ns)
+    fig, (ax,) = plots.figure()
+    chosen = next((int(d["n"]) for d in decisions if d["event"] == "choose"), None)
+    stops = {int(d["n"]): float(d["spent"]) for d in decisions if d["event"] == "stop"}
+    spawns = {int(d["n"]) for d in decisions if d["event"] == "spawn"}
+    for n in ns:
+        pts = [(r, v) for r, v in curves[n] if r > 0]
+        if not pts:
+            continue
+        color = cmap(norm(math.log2(n)))
+        label = f"n = {n}" + (" (chosen)" if n == chosen else "") + (" (started later)" if n in spawns else "")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, lw=2.5 if n == chosen else 1.2,
+                ms=3, label=label)
+        if n in stops or (chosen is not None and n != chosen):
+            ax.plot([pts[-1][0]], [pts[-1][1]], "x", color="crimson", ms=9, mew=2)
+    budget = next(float(d["settings"]["budget"]) for d in decisions if d["event"] == "start")
+    for r in sorted({float(d["rung"]) for d in decisions if d["event"] == "rung"}):
+        ax.axvline(r, color="grey", ls=":", lw=0.8)
+    ax.axvline(budget, color="black", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("rollouts")
+    ax.set_ylabel(f"validation {metric}")
+    ax.set_title("adaptive search: rungs (dotted), budget (dashed), stopped (x)", fontsize=9)
+    ax.legend(fontsize=7)
+    return plots.save(fig, path)[0]
