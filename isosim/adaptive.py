@@ -41,7 +41,7 @@ the user's training run). :func:`successive_halving` is the blind baseline on th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,8 @@ Curve = Sequence[tuple[float, float]]
 """(rollouts, value) pairs of one run, in order of rollouts."""
 
 REACH_RTOL = 1e-9
+BOUNDARY = ("start", "spawn", "advance", "choose", "done")
+"""decision events that end an update (the state between two updates is fully described)"""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,14 @@ class Settings:
     eval_samples: int | None = None
     """V * N of the validation (problems x samples each), for the sampling error; None: unknown"""
     window_octaves: float = 2.0
+    guard_takeoff: bool = True
+    """never stop a run whose last evaluations curve upwards in ln rollouts beyond noise (still
+    taking off: its slope understates what it will gain)"""
+    refine: bool = True
+    """start the untried grid n between the leader and its better tried neighbour"""
+    tie_stop: bool = True
+    """also stop a run that cannot beat the leader at C by more than one evaluation's noise
+    (sigma * sqrt 2): choosing either of two such runs costs less than the noise can show"""
 
     def __post_init__(self) -> None:
         if not (self.budget > 0 and math.isfinite(self.budget)):
@@ -119,24 +129,45 @@ def spread_start(grid: Sequence[int], predicted: int | None = None) -> list[int]
 # --------------------------------------------------------------------------------------------
 # reading curves
 # --------------------------------------------------------------------------------------------
-def local_fit(curve: Curve, at: float, window_octaves: float = 2.0) -> tuple[float, float]:
-    """(level at ``at``, slope per unit ln rollouts) of a line in ln rollouts through the run's
-    evaluations within ``window_octaves`` below its last one (at least the last two; a single
-    point gives slope 0)."""
+def local_fit(curve: Curve, at: float, window_octaves: float = 2.0) -> tuple[float, float, float, float]:
+    """(level at ``at``, slope per unit ln rollouts, and their variances per unit evaluation
+    variance) of a least-squares line in ln rollouts through the run's evaluations within
+    ``window_octaves`` below its last one (at least the last two). A single evaluation gives
+    slope 0 with an unbounded variance (nothing can be concluded about its trend)."""
     pts = [(float(r), float(v)) for r, v in curve if r > 0 and math.isfinite(v)]
     if not pts:
         vals = [float(v) for _, v in curve if math.isfinite(v)]
-        return (vals[-1] if vals else float("nan")), 0.0
+        return (vals[-1] if vals else float("nan")), 0.0, 1.0, math.inf
     last = pts[-1][0]
     win = [p for p in pts if p[0] >= last / 2 ** window_octaves]
     if len(win) < 2:
         win = pts[-2:]
     if len(win) < 2:
-        return win[-1][1], 0.0
+        return win[-1][1], 0.0, 1.0, math.inf
     x = np.log([p[0] for p in win])
     y = np.array([p[1] for p in win])
     slope, icpt = np.polyfit(x, y, 1)
-    return float(icpt + slope * math.log(at)), float(slope)
+    sxx = float(((x - x.mean()) ** 2).sum())
+    xa = math.log(at)
+    return (float(icpt + slope * xa), float(slope), 1 / len(x) + (xa - x.mean()) ** 2 / sxx, 1 / sxx)
+
+
+def accelerating(curve: Curve, sigma: float, z: float = 2.0, last: int = 5) -> bool:
+    """Whether the run's last ``last`` evaluations curve upwards in ln rollouts beyond noise (a
+    quadratic's x^2 coefficient above ``z`` of its standard error at evaluation noise ``sigma``):
+    the run is still taking off, so its slope understates what it will gain."""
+    pts = [(math.log(r), v) for r, v in curve if r > 0 and math.isfinite(v)][-last:]
+    if len(pts) < 4:
+        return False
+    x = np.array([p[0] for p in pts])
+    x = x - x.mean()
+    X = np.stack([x ** 2, x, np.ones_like(x)], axis=1)
+    xtx = X.T @ X
+    if abs(np.linalg.det(xtx)) < 1e-12:
+        return False
+    coef = np.linalg.solve(xtx, X.T @ np.array([p[1] for p in pts]))
+    se = sigma * math.sqrt(float(np.linalg.inv(xtx)[0, 0]))
+    return bool(coef[0] > z * se)
 
 
 def roughness(curves: Sequence[Curve], last: int = 4) -> tuple[float, int]:
@@ -189,7 +220,13 @@ class Adaptive:
         self.rung_i = 0
         self.chosen: int | None = None
         self.done = False
+        self.dominated: set[int] = set()  # stopped beyond noise (not merely tied)
+        self.levels: dict[int, float] = {}  # each run's level at the last rung it was read
         past, self.decisions = list(self.decisions), []
+        # one update's decisions are a unit: a log cut inside one (a kill while writing) is
+        # trimmed back to the last complete update, which is then decided again
+        ends = [i for i, d in enumerate(past) if d.get("event") in BOUNDARY]
+        past = past[: ends[-1] + 1] if ends else []
         if not past:
             self._log({"event": "start", "n": sorted(s.start), "rung": self.rungs[0], "settings": s.to_json(),
                        "why": "the starting spread"})
@@ -208,6 +245,10 @@ class Adaptive:
         elif ev == "stop":
             self.active.remove(int(d["n"]))
             self.stopped[int(d["n"])] = float(d["spent"])
+            if d.get("kind", "dominated") == "dominated":
+                self.dominated.add(int(d["n"]))
+        elif ev == "rung":
+            self.levels.update({int(k): float(v) for k, v in d["level"].items()})
         elif ev == "advance":
             self.rung_i = int(d["rung_index"])
         elif ev == "choose":
@@ -218,7 +259,7 @@ class Adaptive:
                     self.stopped[n] = float(d["spent"][str(n)])
         elif ev == "done":
             self.done = True
-        elif ev not in ("rung",):
+        else:
             raise IsosimError(f"unknown decision event {ev!r}")
         self.decisions.append(d)
         return d
@@ -250,38 +291,63 @@ class Adaptive:
                        "overhead": self.overhead(), "why": f"n={self.chosen} reached the budget"})
             return self.decisions[start:]
         s, r = self.settings, self.rung
-        left = math.log(s.budget / r)
-        fits = {n: local_fit(curves[n], r, s.window_octaves) for n in self.active}
+        last = {n: max(spent(curves[n]), 1.0) for n in self.active}
+        left_n = {n: max(math.log(s.budget / last[n]), 0.0) for n in self.active}
+        fits = {n: local_fit(curves[n], last[n], s.window_octaves) for n in self.active}
         level = {n: fits[n][0] for n in self.active}
         slope = {n: fits[n][1] for n in self.active}
-        proj = {n: level[n] + max(slope[n], 0.0) * left for n in self.active}
+        proj = {n: level[n] + slope[n] * left_n[n] for n in self.active}
         nz = noise([curves[n] for n in sorted(self.tried) if n in curves], list(level.values()), s.eval_samples)
+        # each run's own roughness where it is larger (a run can be noisier than the others)
+        own = {n: max(nz["sigma"], roughness([curves[n]], last=6)[0]) for n in self.active}
         margin = s.z * nz["sigma"] * math.sqrt(2)
         leader = max(self.active, key=lambda n: (level[n], -n))
+
+        def gap(n: int) -> tuple[float, float]:
+            """n's projected gap to the leader at C (the gap now plus the slope difference, if in
+            n's favour, carried over the ln rollouts left) and its standard deviation."""
+            lft, a, b = left_n[n], own[n] ** 2, own[leader] ** 2
+            g, var = level[n] - level[leader], a * fits[n][2] + b * fits[leader][2]
+            if slope[n] > slope[leader]:
+                g += (slope[n] - slope[leader]) * lft
+                var += lft ** 2 * (a * fits[n][3] + b * fits[leader][3])
+            return g, math.sqrt(var)
+
+        gaps = {n: gap(n) for n in self.active if n != leader}
+        rising = {n: accelerating(curves[n], own[n], s.z) for n in self.active}
         self._log({"event": "rung", "rung": r, "rung_index": self.rung_i, "active": list(self.active),
                    "level": {str(n): level[n] for n in self.active}, "slope": {str(n): slope[n] for n in self.active},
                    "projection": {str(n): proj[n] for n in self.active},
+                   "gap": {str(n): list(v) for n, v in gaps.items()},
+                   "accelerating": [n for n in self.active if rising[n]],
                    "spent": {str(n): spent(curves[n]) for n in self.active},
                    "noise": nz, "margin": margin, "leader": leader})
-        for n in list(self.active):
-            if n != leader and proj[n] < level[leader] - margin:
+        tol = nz["sigma"] * math.sqrt(2) if s.tie_stop else 0.0
+        nz["own"] = {str(n): own[n] for n in self.active}
+        for n, (g, sd) in gaps.items():
+            if g + s.z * sd < tol and not (s.guard_takeoff and rising[n]):
                 self._log({"event": "stop", "n": n, "rung": r, "spent": spent(curves[n]),
-                           "why": f"projection to C {proj[n]:.4f} (level {level[n]:.4f} + slope {slope[n]:.4f} x "
-                                  f"{left:.2f}) < leader n={leader} level {level[leader]:.4f} - margin {margin:.4f}"})
+                           "kind": "dominated" if g + s.z * sd < 0 else "tied",
+                           "why": f"projected gap to the leader n={leader} at C {g:.4f} + {s.z:g} x its sd {sd:.4f} "
+                                  f"< {tol:.4f} "
+                                  f"(level {level[n]:.4f} vs {level[leader]:.4f}, slope {slope[n]:.4f} vs "
+                                  f"{slope[leader]:.4f} per ln rollouts, {left_n[n]:.2f} left)"})
         grid = sorted(s.grid)
         lo, hi = min(self.active), max(self.active)
         smaller = [g for g in grid if g < lo and g not in self.tried]
         larger = [g for g in grid if g > hi and g not in self.tried]
         edge_lo, edge_hi = lo == min(self.tried), hi == max(self.tried)
-        closing = hi != leader and proj[hi] > level[leader] + max(slope[leader], 0.0) * left + margin
+        closing = hi != leader and hi in gaps and gaps[hi][0] > 0
         spawn, why = None, ""
-        if leader == lo and edge_lo and smaller and self.stopped:
+        if leader == lo and edge_lo and smaller and self.dominated:
             spawn, why = max(smaller), f"the smallest n tried (n={lo}) leads and a larger n was dominated"
-        elif edge_hi and larger and ((leader == hi and self.stopped) or closing):
+        elif edge_hi and larger and ((leader == hi and self.dominated) or closing):
             spawn = min(larger)
             why = f"the largest n tried (n={hi}) " + (
                 "leads and a smaller n was dominated" if leader == hi else
                 f"is closing on the leader beyond the margin (projection {proj[hi]:.4f})")
+        elif self.dominated and s.refine:
+            spawn, why = self._refine(leader, grid)
         if spawn is not None:
             self._log({"event": "spawn", "n": spawn, "rung": r, "why": why + f": n={spawn} starts, catching up to "
                                                                              f"{r:.0f} rollouts"})
@@ -289,16 +355,35 @@ class Adaptive:
         if len(self.active) == 1:
             self._choose(leader, curves, r, f"n={leader} is the only run left")
         elif self.rung_i == len(self.rungs) - 1:
-            best_proj = max(self.active, key=lambda n: (proj[n], -n))
             pick, why = leader, f"best level at the last rung ({level[leader]:.4f})"
-            if best_proj != leader and proj[best_proj] > level[leader] + max(slope[leader], 0) * left + margin:
-                pick, why = best_proj, (f"its projection to C ({proj[best_proj]:.4f}) beats the leader n={leader}'s "
-                                        f"by more than the margin {margin:.4f}")
+            over = [n for n in self.active if n in gaps and gaps[n][0] > s.z * gaps[n][1]]
+            if over:
+                pick = max(over, key=lambda n: (gaps[n][0], -n))
+                why = (f"its projected gap over the leader n={leader} at C ({gaps[pick][0]:.4f}) exceeds "
+                       f"{s.z:g} x its sd ({gaps[pick][1]:.4f})")
             self._choose(pick, curves, r, why)
         else:
             self._log({"event": "advance", "rung_index": self.rung_i + 1, "rung": self.rungs[self.rung_i + 1],
                        "active": list(self.active)})
         return self.decisions[start:]
+
+    def _refine(self, leader: int, grid: list[int]) -> tuple[int | None, str]:
+        """The untried grid n next to the leader on the side of its better tried neighbour, when
+        it lies in a gap of the tried n (so the answer is resolved to the grid's spacing)."""
+        i = grid.index(leader)
+        sides = []
+        for step in (-1, 1):
+            tried = [g for g in grid[i + step::step] if g in self.tried] if 0 <= i + step < len(grid) else []
+            if tried:
+                sides.append((self.levels.get(tried[0], float("-inf")), step, tried[0]))
+        if not sides:
+            return None, ""
+        _, step, neighbour = max(sides)
+        nxt = grid[i + step]
+        if nxt in self.tried:
+            return None, ""
+        return nxt, (f"the leader n={leader} and its better tried neighbour n={neighbour} leave untried n between "
+                     f"them, and a run was dominated")
 
     def _choose(self, n: int, curves: Mapping[int, Curve], r: float, why: str) -> None:
         self._log({"event": "choose", "n": n, "rung": r, "why": why,
@@ -450,3 +535,87 @@ def plot_search(curves: Mapping[int, Curve], decisions: Sequence[Mapping[str, An
     ax.set_title("adaptive search: rungs (dotted), budget (dashed), stopped (x)", fontsize=9)
     ax.legend(fontsize=7)
     return plots.save(fig, path)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# scoring the policy on a committed sweep
+# --------------------------------------------------------------------------------------------
+MIN_STEPS = 20
+"""updates a run must get at the budget to be in the grid (``isosim validate``'s default)"""
+
+
+def load_sweep(folder: str | Path, metric: str = "val_avg") -> dict[str, Any]:
+    """A sweep folder of ``nN_bpB_sS/records.jsonl`` runs: ``runs[n][seed]`` curves, B_p, the
+    largest budget and the validation size (V x N) from the runs' records."""
+    import json
+
+    runs: dict[int, dict[int, list[tuple[float, float]]]] = {}
+    b_ps, samples, top = set(), set(), []
+    for rec in sorted(Path(folder).glob("*/records.jsonl")):
+        rows = []
+        for line in rec.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        rows = [r for r in rows if r.get(metric) is not None]
+        if not rows:
+            raise IsosimError(f"{rec}: no records with {metric}")
+        n, seed = int(rows[0]["n"]), int(rows[0]["seed"])
+        runs.setdefault(n, {})[seed] = sorted((float(r["rollouts"]), float(r[metric])) for r in rows)
+        b_ps.add(int(rows[0]["b_p"]))
+        top.append(float(rows[0].get("budget") or rows[-1]["rollouts"]))
+        if rows[0].get("val_size") and rows[0].get("eval_n"):
+            samples.add(int(rows[0]["val_size"]) * int(rows[0]["eval_n"]))
+    if not runs:
+        raise IsosimError(f"{folder}: no run folders with records.jsonl")
+    if len(b_ps) != 1:
+        raise IsosimError(f"{folder}: runs of several B_p {sorted(b_ps)}; a sweep compares n at one B_p")
+    return {"runs": runs, "b_p": b_ps.pop(), "max_budget": min(top),
+            "eval_samples": min(samples) if samples else None, "seeds": sorted({s for v in runs.values() for s in v})}
+
+
+def grid_at(ns: Sequence[int], budget: float, b_p: int, min_steps: int = MIN_STEPS) -> list[int]:
+    return sorted(n for n in ns if budget // (b_p * n) >= min_steps)
+
+
+def score_sweep(sweep: Mapping[str, Any], budgets: Sequence[float], predicted: Callable[[float], int | None] | None = None,
+                min_steps: int = MIN_STEPS) -> list[dict[str, Any]]:
+    """Replay every seed at every budget: the adaptive policy started at the prediction (if any)
+    and at the grid spread, successive halving, and one run at the predicted n; each scored by
+    regret at C (seed-mean of the best n minus that of the chosen n) against the seed noise."""
+    rows = []
+    for budget in budgets:
+        grid = grid_at(list(sweep["runs"]), budget, sweep["b_p"], min_steps)
+        truth = truth_at({n: sweep["runs"][n] for n in grid}, budget)
+        pred = predicted(budget) if predicted else None
+        pred_n = min(grid, key=lambda n: (abs(math.log2(n) - math.log2(pred)), n)) if pred else None
+        for seed in sweep["seeds"]:
+            full = {n: sweep["runs"][n][seed] for n in grid if seed in sweep["runs"][n]}
+            if sorted(full) != grid:
+                continue
+            policies = {}
+            if pred_n is not None:
+                policies["adaptive (prediction)"] = replay(full, Settings(
+                    budget=budget, grid=tuple(grid), start=tuple(spread_start(grid, pred_n)),
+                    eval_samples=sweep["eval_samples"]))
+                policies["one run at the predicted n"] = {"chosen": pred_n, "overhead": 0.0}
+            policies["adaptive (spread)"] = replay(full, Settings(
+                budget=budget, grid=tuple(grid), start=tuple(spread_start(grid)), eval_samples=sweep["eval_samples"]))
+            policies["successive halving"] = successive_halving(full, Settings(
+                budget=budget, grid=tuple(grid), start=tuple(grid), eval_samples=sweep["eval_samples"]))
+            for name, res in policies.items():
+                chosen = int(res["chosen"])
+                regret = truth["mean"][str(truth["best"])] - truth["mean"][str(chosen)]
+                rows.append({"budget": float(budget), "seed": int(seed), "policy": name, "chosen": chosen,
+                             "best": truth["best"], "tie_band": truth["tie_band"], "regret": regret,
+                             "seed_se": truth["seed_se"], "regret_over_se": regret / truth["seed_se"]
+                             if truth["seed_se"] > 0 else float("nan"),
+                             "within_2se": bool(regret <= 2 * truth["seed_se"] + 1e-12),
+                             "overhead": float(res["overhead"]), "tried": res.get("tried", sorted(res.get("spent", {})))})
+    return rows
+
+
+def default_budgets(max_budget: float, lo: float = 64.0, k: int = 25) -> list[float]:
+    """The frontier analysis' budget grid of a sweep: ``k`` log-spaced budgets from ``lo``."""
+    return [float(b) for b in np.geomspace(lo, max_budget, k)]

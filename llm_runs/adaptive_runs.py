@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -103,7 +104,13 @@ class Launcher:
         with train_log.open("a", encoding="utf-8") as fh:
             fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
             fh.flush()
-            rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env())
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env())
+            try:
+                rc = proc.wait()
+            except BaseException:  # interrupted: the trainer checkpoints on SIGTERM and exits
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=300)
+                raise
         if rc != 0:
             last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
             raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "
@@ -182,24 +189,15 @@ def run_adaptive(plan: ValidationPlan, *, launcher: str = "local", opts: SlurmOp
     if len(pol.decisions) > 1:
         log(f"resuming after {len(pol.decisions)} decisions ({dec_path})")
     launch = Launcher(launcher, opts, log, folder)
-    while pol.requests():
-        req = pol.requests()
-        batch = []
-        for n, target in req.items():
-            cfg = RunConfig.from_dict(runs[n].config, source=runs[n].name)
-            batch.append((runs[n], pause_point(cfg, target)))
-        log(f"rung {pol.rung:.0f}: advancing n = {sorted(req)}" if pol.chosen is None else
-            f"extending n = {pol.chosen} to the budget")
-        launch.advance(batch)
-        curves = observed(pol, runs, metric)
-        for n in req:
-            if not curves.get(n):
-                raise IsosimError(f"run {runs[n].name} wrote no records ({runs[n].dir}/records.jsonl)")
-        new = pol.update(curves)
-        write_json(dec_path, pol.decisions, mkdir=False)
-        for d in new:
-            if d["event"] in ("stop", "spawn", "choose", "done"):
-                log(f"  {d['event']} n = {d['n']}: {d.get('why', '')}")
+
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _term)  # a killed search stops its current run cleanly
+    try:
+        _search(pol, runs, launch, dec_path, metric, log)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     curves = observed(pol, runs, metric)
     final = curves[pol.chosen][-1]
     result = {"chosen": pol.chosen, "overhead": pol.overhead(), "budget": settings.budget,
@@ -222,3 +220,26 @@ def default_grid(budget: int, b_p: int, min_steps: int, b_max: int | None) -> li
     if top is None:
         raise IsosimError(f"budget {budget} gives fewer than {min_steps} steps even at n = 2 (B_p = {b_p})")
     return [2 ** k for k in range(1, top.bit_length())]
+
+
+def _search(pol: ad.Adaptive, runs: dict[int, RunSpec], launch: Launcher, dec_path: Path, metric: str,
+            log: Log) -> None:
+    """Advance the requested runs, read them, decide and log; until the search is done."""
+    while pol.requests():
+        req = pol.requests()
+        batch = []
+        for n, target in req.items():
+            cfg = RunConfig.from_dict(runs[n].config, source=runs[n].name)
+            batch.append((runs[n], pause_point(cfg, target)))
+        log(f"rung {pol.rung:.0f}: advancing n = {sorted(req)}" if pol.chosen is None else
+            f"extending n = {pol.chosen} to the budget")
+        launch.advance(batch)
+        curves = observed(pol, runs, metric)
+        for n in req:
+            if not curves.get(n):
+                raise IsosimError(f"run {runs[n].name} wrote no records ({runs[n].dir}/records.jsonl)")
+        new = pol.update(curves)
+        write_json(dec_path, pol.decisions, mkdir=False)
+        for d in new:
+            if d["event"] in ("stop", "spawn", "choose", "done"):
+                log(f"  {d['event']} n = {d['n']}: {d.get('why', '')}")
