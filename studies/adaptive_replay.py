@@ -76,6 +76,25 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def live_check(results: Path, sweeps: dict[str, Path]) -> dict | None:
+    """The committed live ``--adaptive`` run (``adaptive_live/``) against the sweep of its split at
+    its budget: the sweep's best n and tie band there, and whether the chosen n is in the band."""
+    folder = results / "adaptive_live"
+    if not (folder / "result.json").is_file():
+        return None
+    res = json.loads((folder / "result.json").read_text())
+    split = Path(json.loads((folder / "plan.json").read_text())["runs"][0]["config"]["data"]).stem
+    name = f"organism/real/{split}"
+    if name not in sweeps:
+        return None
+    truth = ad.truth_at(ad.load_sweep(sweeps[name])["runs"], res["budget"])
+    return {"sweep": name, "budget": res["budget"], "chosen": res["chosen"], "overhead": res["overhead"],
+            "final": res["final"], "spent": res["spent"], "sweep_best": truth["best"],
+            "sweep_tie_band": truth["tie_band"], "sweep_seed_se": truth["seed_se"], "sweep_mean": truth["mean"],
+            "chosen_in_tie_band": res["chosen"] in truth["tie_band"],
+            "regret": truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]}
+
+
 def main(results: Path = RESULTS, out: Path | None = None) -> dict:
     sweeps = find_sweeps(results)
     report: dict = {"rules": ad.__doc__.split("\n\n")[1].strip() if ad.__doc__ else "", "min_budget": MIN_BUDGET,
@@ -92,6 +111,7 @@ def main(results: Path = RESULTS, out: Path | None = None) -> dict:
                                   "summary": summarise(rows)}
         report["rows"] += rows
     report["summary"] = summarise(report["rows"])
+    report["live"] = live_check(results, sweeps)
     write_json(out or results / "adaptive_replay.json", report)
     return report
 
@@ -104,3 +124,6 @@ if __name__ == "__main__":
             print(f"  {pol:28s} regret<=2se {v['within_2se']}/{v['replays']}  tie band {v['in_tie_band']}/"
                   f"{v['replays']}  mean regret {v['mean_regret']:.4f}  max regret/se {v['max_regret_over_se']:.2f}  "
                   f"overhead mean {v['mean_overhead']:.2f} max {v['max_overhead']:.2f}")
+    if rep["live"]:
+        print("live:", {k: rep["live"][k] for k in ("budget", "chosen", "overhead", "sweep_best", "sweep_tie_band",
+                                                     "chosen_in_tie_band", "regret")})
