@@ -61,8 +61,9 @@ def explore(
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
 ) -> None:
     """Run a simulated isocompute sweep, fit the frontier and n*(C), write frontier.json and figures."""
-    from isosim import report, sweep
     from isosim.errors import IsosimError
+    from isosim.frontier import report
+    from isosim.sweeps import sweep
 
     if plan is not None:
         if not plan.is_file():
@@ -73,7 +74,7 @@ def explore(
             raise IsosimError(f"--budget-max must be positive (got {budget_max:g})")
         overrides = {}
         if profile is not None:
-            from isosim.profiles import read_profile
+            from isosim.sim.profiles import read_profile
 
             read_profile(profile)
             overrides["profile"] = str(profile)
@@ -101,7 +102,7 @@ def analyze(
     runs: Optional[Path] = typer.Option(None, "--runs", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
-    from isosim import report
+    from isosim.frontier import report
     from isosim.integrations import default_metric, load_runs
 
     df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
@@ -127,9 +128,9 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each."""
-    from isosim import recommend as rec
     from isosim.errors import IsosimError
-    from isosim.report import metric_column
+    from isosim.frontier.report import metric_column
+    from isosim.predict import recommend as rec
 
     if gpu_hours is not None:
         if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
@@ -204,9 +205,9 @@ def calibrate(
     if model is None or data is None:
         raise IsosimError("give --model and --data (measure a difficulty profile) or --dynamics RUNS --profile FILE "
                           "(fit the simulator's dynamics to real runs)")
-    from llm_runs.calibrate import CalibrateSettings
-    from llm_runs.calibrate import calibrate as run_calibration
     from llm_runs.config import DEFAULT_INSTRUCTION
+    from llm_runs.launch.calibrate import CalibrateSettings
+    from llm_runs.launch.calibrate import calibrate as run_calibration
 
     settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
                                  max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
@@ -220,12 +221,12 @@ def calibrate(
 def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optional[str], max_rollouts: Optional[float],
                         n: Optional[str], seeds: Optional[int], seed: int, max_evals: int, fit: Optional[str],
                         out: Path) -> None:
-    from isosim import dynamics as dyn
     from isosim.errors import IsosimError
+    from isosim.predict import dynamics as dyn
 
     if profile is None:
         raise IsosimError("--dynamics needs --profile FILE: the difficulty profile of the runs' training data")
-    from isosim.profiles import read_profile
+    from isosim.sim.profiles import read_profile
 
     read_profile(profile)
     n_list = _n_list(n, "4,32")
@@ -255,8 +256,8 @@ def validate(
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
-    config: Optional[Path] = typer.Option(None, help="base llm_runs.train settings (JSON/YAML) for every run"),
-    set_: list[str] = typer.Option([], "--set", help="llm_runs.train setting key=value for every run (repeatable)"),
+    config: Optional[Path] = typer.Option(None, help="base llm_runs.training.train settings (JSON/YAML) for every run"),
+    set_: list[str] = typer.Option([], "--set", help="llm_runs.training.train setting key=value for every run (repeatable)"),
     metric: str = typer.Option("avg", help="avg, best or worst: the validation metric compared"),
     n_boot: int = typer.Option(100, min=0, help="bootstrap resamples of the frontier analysis"),
     quick: bool = typer.Option(False, "--quick", help="predict from a small simulated sweep (seconds; for tests)"),
@@ -277,8 +278,8 @@ def validate(
     """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C).
     With --adaptive: one run per n of a grid, stopped when dominated, the winner continued to C."""
     from isosim.errors import IsosimError
-    from isosim.report import metric_column
-    from llm_runs import validate as val
+    from isosim.frontier.report import metric_column
+    from llm_runs.launch import validate as val
 
     if launcher not in ("local", "slurm"):
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
@@ -288,7 +289,7 @@ def validate(
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
     n_list = _n_list(n, "4,16,64")
     if profile is not None:
-        from isosim.profiles import read_profile
+        from isosim.sim.profiles import read_profile
 
         read_profile(profile)
     opts = val.SlurmOptions(partition=partition, time_min=time_min, nodes=nodes, gpus_per_node=gpus_per_node,
@@ -315,7 +316,7 @@ def validate(
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         grid = n_list
         if adaptive and not grid:  # every power of two the limits allow
-            from llm_runs.adaptive_runs import default_grid
+            from llm_runs.launch.adaptive import default_grid
 
             grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
@@ -334,7 +335,7 @@ def validate(
         typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
         return
     if adaptive:
-        from llm_runs.adaptive_runs import run_adaptive
+        from llm_runs.launch.adaptive import run_adaptive
 
         run_adaptive(plan, launcher=launcher, opts=opts, metric=metric_column(metric), log=lambda s: typer.echo(s))
         return

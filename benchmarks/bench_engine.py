@@ -27,10 +27,10 @@ import time
 
 import torch
 
-from isosim.config import SimConfig
-from isosim.engine import simulate
-from isosim.presets import get_preset
-from isosim.reference import train_per_rollout
+from isosim.sim.config import SimConfig
+from isosim.sim.engine import simulate
+from isosim.sim.presets import get_preset
+from isosim.sim.reference import train_per_rollout
 
 
 def timed(fn) -> float:

@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from isosim import report, sweep
+from isosim.frontier import report
+from isosim.sweeps import sweep
 
 
 def main() -> None:

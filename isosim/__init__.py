@@ -9,16 +9,22 @@ Three lines from a notebook::
 Importing isosim loads numpy and gymnasium (to register the ``isosim/Bandit-v0`` environment,
 whose code is imported only by ``gymnasium.make``); torch and pandas load when a simulation runs;
 never transformers, vLLM or accelerate.
+
+The parts, lowest first (a part imports only from those before it; docs/architecture.md):
+``errors``, ``files``, ``records`` (shared by all); ``sim`` (profiles, presets, settings, the
+engine, the gymnasium environment); ``sweeps`` (plans and the resumable store); ``frontier``
+(the analysis, figures and report); ``predict`` (recommend, dynamics calibration, fidelity) and
+``integrations`` (TRL, TensorBoard, W&B); ``validation`` (the plan and verdict of real runs).
 """
 
-from isosim.config import SimConfig
 from isosim.errors import IsosimError
-from isosim.presets import get_preset
+from isosim.sim.config import SimConfig
+from isosim.sim.presets import get_preset
 
 
 def simulate(*args, **kwargs):
-    """Run simulated GRPO (see :func:`isosim.engine.simulate`)."""
-    from isosim.engine import simulate as _simulate
+    """Run simulated GRPO (see :func:`isosim.sim.engine.simulate`)."""
+    from isosim.sim.engine import simulate as _simulate
 
     return _simulate(*args, **kwargs)
 
@@ -30,11 +36,11 @@ def _register_env() -> None:
         import gymnasium
     except ImportError:  # pragma: no cover - gymnasium is a dependency
         return
-    from isosim.env_id import ENV_ID
+    from isosim.sim.env_id import ENV_ID
 
     if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="isosim.env:BanditEnv",
-                           vector_entry_point="isosim.env:BanditVectorEnv")
+        gymnasium.register(id=ENV_ID, entry_point="isosim.sim.env:BanditEnv",
+                           vector_entry_point="isosim.sim.env:BanditVectorEnv")
 
 
 _register_env()

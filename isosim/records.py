@@ -1,7 +1,7 @@
 """The run record: one table, one row per evaluation point, shared by every source.
 
-Simulated runs (``isosim.engine``), real GRPO runs (``llm_runs``) and a user's own logs all
-produce this table, and the analysis (``isosim.analysis``) reads nothing else.
+Simulated runs (``isosim.sim.engine``), real GRPO runs (``llm_runs``) and a user's own logs all
+produce this table, and the analysis (``isosim.frontier.analysis``) reads nothing else.
 
 Columns
 -------

@@ -1,7 +1,7 @@
-"""``python -m llm_runs`` is ``python -m llm_runs.train``."""
+"""``python -m llm_runs`` is ``python -m llm_runs.training.train``."""
 
 import sys
 
-from llm_runs.train import main
+from llm_runs.training.train import main
 
 sys.exit(main())

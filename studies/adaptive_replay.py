@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Adaptive choice of n, replayed on the committed organism sweeps
 #
-# `isosim validate --adaptive` decides from records as they arrive (``isosim.adaptive``). Here the
+# `isosim validate --adaptive` decides from records as they arrive (``isosim.validation.adaptive``). Here the
 # same decision code runs over the committed sweeps: a run's records are revealed only up to the
 # rollouts the policy asked it to spend. Every seed is replayed on its own (the policy sees one
 # seed's runs), at every budget of the sweep's frontier grid from 2e4 rollouts up (25 log-spaced
@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
-from isosim import adaptive as ad  # noqa: E402
+from isosim.validation import adaptive as ad  # noqa: E402
 from isosim.files import write_json  # noqa: E402
 
 RESULTS = ROOT / "results"

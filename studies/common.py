@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from isosim import fidelity as F
 from isosim import files
-from isosim.presets import get_preset
+from isosim.predict import fidelity as F
+from isosim.sim.presets import get_preset
 
 ROOT = Path(__file__).resolve().parent
 

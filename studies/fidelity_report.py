@@ -1,12 +1,12 @@
 # %% [markdown]
 # # Fidelity report: every finding scored for the default presets, on tuning and held-out seeds
-# `isosim.fidelity.evaluate` at the QUICK scale (seeds 0-1 were used for tuning; 100-101 are
+# `isosim.predict.fidelity.evaluate` at the QUICK scale (seeds 0-1 were used for tuning; 100-101 are
 # held out), plus F1-F3 at the MEDIUM scale (256 problems, budget 2e6) unless --quick.
 
 # %%
 import time
 
-from isosim import fidelity as F
+from isosim.predict import fidelity as F
 
 from common import PRESET, setup, write_json
 

@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from isosim import fidelity as F
-from isosim.plots import save
-from isosim.presets import get_preset
+from isosim.predict import fidelity as F
+from isosim.frontier.plots import save
+from isosim.sim.presets import get_preset
 
 from common import MIX, PRESET, figure, setup, write_json
 

@@ -6,7 +6,7 @@
 # %%
 import time
 
-from isosim import fidelity as F
+from isosim.predict import fidelity as F
 
 from common import PRESET, figure, setup, write_json
 
@@ -38,7 +38,7 @@ for ax, p in zip(axes, presets):
     ax.set_title(f"{p}: metric at the top budget")
     ax.set_xlabel("n")
 axes[0].legend()
-from isosim.plots import save  # noqa: E402
+from isosim.frontier.plots import save  # noqa: E402
 
 save(fig, fig_dir / "mechanisms_best_worst")
 f3 = {"easy_sharpening": res["easy"]["val_worst"]["gain_pp"] > res["easy"]["val_best"]["gain_pp"],

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from isosim import fidelity as F
-from isosim.plots import save
+from isosim.predict import fidelity as F
+from isosim.frontier.plots import save
 
 from common import PRESET, figure, setup, write_json
 

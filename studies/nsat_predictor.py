@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from isosim import fidelity as F
-from isosim.problems import build
-from isosim.config import SimConfig
-from isosim.plots import save
+from isosim.predict import fidelity as F
+from isosim.sim.problems import build
+from isosim.sim.config import SimConfig
+from isosim.frontier.plots import save
 from common import PRESET, figure, setup, write_json
 
 started = time.time()

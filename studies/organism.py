@@ -3,10 +3,10 @@
 # A Llama of 0.15 M parameters trained here from scratch on sums of 2-5 numbers
 # (`python -m llm_runs.organism`), calibrated with `isosim calibrate` (avg@16 at temperature 1),
 # split into an easy set (avg@16 in [0.3, 0.6]) and a hard set (avg@16 <= 1/16). From the
-# calibration alone the simulator predicted the Q1 frontier (`llm_runs.organism_predict`, committed
+# calibration alone the simulator predicted the Q1 frontier (`llm_runs.organism.predict`, committed
 # as `results/organism_prediction.json` before any real run); then real GRPO runs
 # (`isosim validate`, n = 4..128, B_p = 16, 2 seeds, 2e5 rollouts each; easy recipe KL + entropy,
-# hard recipe neither) measured it (`llm_runs.organism_compare` -> `results/organism_measured.json`
+# hard recipe neither) measured it (`llm_runs.organism.compare` -> `results/organism_measured.json`
 # and `results/organism_comparison.json`). This notebook reads those committed files and the runs'
 # records; it trains nothing.
 

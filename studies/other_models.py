@@ -11,8 +11,8 @@
 # %%
 import time
 
-from isosim import fidelity as F
-from isosim.plots import save
+from isosim.predict import fidelity as F
+from isosim.frontier.plots import save
 
 from common import PRESET, figure, seed_scales, setup, write_json
 

@@ -1,14 +1,14 @@
 # %% [markdown]
 # # Q1: compute-optimal n at a fixed B_p (PAPER F1, F2)
 # Sweep n at B_p fixed on the easy and hard presets, every run to the top budget; read the
-# frontier with `isosim.analysis.analyze` (record-breaking points, sigmoid per n, envelope,
-# sigmoid fit of log n*) and the empirical n*(C) of `isosim.fidelity`.
+# frontier with `isosim.frontier.analysis.analyze` (record-breaking points, sigmoid per n, envelope,
+# sigmoid fit of log n*) and the empirical n*(C) of `isosim.predict.fidelity`.
 
 # %%
 import time
 
-from isosim import analysis, plots
-from isosim import fidelity as F
+from isosim.frontier import analysis, plots
+from isosim.predict import fidelity as F
 
 from common import PRESET, setup, write_json
 

@@ -5,9 +5,9 @@
 # %%
 import time
 
-from isosim import fidelity as F
-from isosim.engine import simulate
-from isosim.sweep import plan_for_preset
+from isosim.predict import fidelity as F
+from isosim.sim.engine import simulate
+from isosim.sweeps.sweep import plan_for_preset
 
 from common import PRESET, setup, write_json
 

@@ -13,10 +13,10 @@
 # %%
 import time
 
-from isosim import analysis
-from isosim import fidelity as F
-from isosim.engine import simulate
-from isosim.sweep import plan_for_preset
+from isosim.frontier import analysis
+from isosim.predict import fidelity as F
+from isosim.sim.engine import simulate
+from isosim.sweeps.sweep import plan_for_preset
 
 from common import setup, write_json
 

@@ -5,7 +5,7 @@
 # %%
 import time
 
-from isosim import fidelity as F
+from isosim.predict import fidelity as F
 
 from common import PRESET, setup, write_json
 

@@ -11,8 +11,8 @@ def tiny_assets(tmp_path_factory):
     seeded two-term sums under a fresh folder; returns model, data and folder paths."""
 
     def make(name: str, n_problems: int) -> dict:
-        from llm_runs.make_arith import make_problems
-        from llm_runs.tiny import make_tiny_model
+        from llm_runs.problems.make_arith import make_problems
+        from llm_runs.sampling.tiny import make_tiny_model
 
         root = tmp_path_factory.mktemp(name)
         model = make_tiny_model(root / "tiny", seed=0)

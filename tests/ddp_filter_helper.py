@@ -6,7 +6,7 @@ import sys
 import zlib
 
 from llm_runs.config import parse_args
-from llm_runs.train import GRPOTrainer
+from llm_runs.training.train import GRPOTrainer
 
 
 def reward(texts, golds):

@@ -16,7 +16,7 @@ def crc_reward(texts, golds):
 
 
 def cli_args(defaults: dict, **over) -> list[str]:
-    """``--key value`` flags of ``llm_runs.train`` from ``defaults`` updated by ``over`` (``b_p`` ->
+    """``--key value`` flags of ``llm_runs.training.train`` from ``defaults`` updated by ``over`` (``b_p`` ->
     ``--b-p``); booleans become ``--key`` / ``--no-key``."""
     args = {**defaults, **{k.replace("_", "-"): v for k, v in over.items()}}
     out: list[str] = []

@@ -5,7 +5,7 @@ Run as a script (the kill-and-resume tests start it in a subprocess)::
     python tests/sweep_kill_helper.py OUT_DIR PLAN_JSON {fake,real} DELAY CHUNK_SIZE
 
 It prints ``ready`` once its imports are done, then runs ``run_sweep`` with the fake engine or
-the real one (``isosim.engine.simulate``), each engine call delayed by DELAY seconds so that a
+the real one (``isosim.sim.engine.simulate``), each engine call delayed by DELAY seconds so that a
 kill can land between chunks as well as inside one.
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 if __name__ == "__main__":  # the script runs from anywhere; the package lives one level up
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from isosim.config import SimConfig  # noqa: E402
+from isosim.sim.config import SimConfig  # noqa: E402
 
 
 def fake_records(cfg: SimConfig) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def fake_records(cfg: SimConfig) -> pd.DataFrame:
 
 
 class FakeEngine:
-    """A stand-in for ``isosim.engine.simulate`` that counts its calls.
+    """A stand-in for ``isosim.sim.engine.simulate`` that counts its calls.
 
     ``delay``: seconds to sleep per call; ``duplicate``: repeat each run's last row (to test
     deduplication); ``drop_last``: leave the last run of each call out (to test validation).
@@ -93,14 +93,14 @@ def delayed(simulate: Callable[..., pd.DataFrame], delay: float) -> Callable[...
 
 
 def main(argv: list[str]) -> None:
-    from isosim.sweep import SweepPlan, run_sweep
+    from isosim.sweeps.sweep import SweepPlan, run_sweep
 
     out_dir, plan_path, engine, delay, chunk_size = argv
     plan = SweepPlan.from_json(Path(plan_path).read_text())
     if engine == "fake":
         simulate = FakeEngine(delay=float(delay))
     else:
-        from isosim.engine import simulate as real
+        from isosim.sim.engine import simulate as real
 
         simulate = delayed(real, float(delay))
     import pyarrow.parquet  # noqa: F401  (imported now, so that the first chunk is not slower)

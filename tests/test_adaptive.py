@@ -1,4 +1,4 @@
-"""The adaptive choice of n (isosim.adaptive): synthetic curves with known answers, the replay,
+"""The adaptive choice of n (isosim.validation.adaptive): synthetic curves with known answers, the replay,
 successive halving, scoring, and rebuilding the state from the decision log."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from isosim import adaptive as ad
+from isosim.validation import adaptive as ad
 from isosim.errors import IsosimError
 
 GRID = (4, 8, 16, 32, 64, 128)

@@ -1,10 +1,10 @@
-"""isosim.advantage: GRPO's group advantage, one definition for numpy and torch callers."""
+"""isosim.sim.advantage: GRPO's group advantage, one definition for numpy and torch callers."""
 
 import numpy as np
 import pytest
 import torch
 
-from isosim import advantage as adv
+from isosim.sim import advantage as adv
 
 
 @pytest.mark.parametrize("kind", ["grpo", "drgrpo"])

@@ -1,4 +1,4 @@
-"""Acceptance tests of the frontier analysis (isosim.analysis) on records with a known truth."""
+"""Acceptance tests of the frontier analysis (isosim.frontier.analysis) on records with a known truth."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import analysis as an
 from isosim.errors import IsosimError
+from isosim.frontier import analysis as an
 
 N_VALUES = [2**k for k in range(2, 11)]  # 4 .. 1024
 
@@ -301,7 +301,7 @@ def test_bad_input_raises_isosim_error(results):
 
 
 def test_importing_analysis_stays_light():
-    code = ("import sys, isosim.analysis; "
+    code = ("import sys, isosim.frontier.analysis; "
             "heavy = [m for m in ('torch', 'transformers', 'matplotlib', 'seaborn') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""Dynamics calibration (isosim.dynamics, ``isosim calibrate --dynamics``): recovery of known
+"""Dynamics calibration (isosim.predict.dynamics, ``isosim calibrate --dynamics``): recovery of known
 settings from simulated "real" runs, its failing controls, the profile's use by explore, bad input."""
 
 import json
@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from isosim import dynamics as dyn
-from isosim.config import SimConfig
-from isosim.engine import simulate
-from isosim.presets import get_preset
-from isosim.profiles import get_profile, write_profile
+from isosim.predict import dynamics as dyn
+from isosim.sim.config import SimConfig
+from isosim.sim.engine import simulate
+from isosim.sim.presets import get_preset
+from isosim.sim.profiles import get_profile, write_profile
 
 TRUE_LR = 0.4  # eight times the easy preset's lr
 SIZES = dict(n_train=256, n_val=128)
@@ -79,7 +79,7 @@ def test_records_past_max_rollouts_are_never_read(truth, tmp_path):
 
 
 def test_profile_with_dynamics_is_applied_by_plans_and_explore(truth, tmp_path, monkeypatch, capsys):
-    from isosim import sweep
+    from isosim.sweeps import sweep
 
     runs = dyn.read_cheap_runs(truth["runs"], max_rollouts=8000, n_values=[4])
     res = dyn.calibrate_dynamics(runs, truth["profile"], params=["lr"], max_evals=5)
@@ -140,8 +140,8 @@ def test_bad_input_is_one_line_exit_2(truth, tmp_path, monkeypatch, capsys, case
 def test_new_fields_leave_old_runs_and_populations_alone(tmp_path):
     """lr_power and loading_dist at their defaults change no run id, plan id or draw; a log-uniform
     loading changes the loadings only, and lr_power replaces the lr rule's exponent."""
-    from isosim import sweep
-    from isosim.problems import build
+    from isosim.sim.problems import build
+    from isosim.sweeps import sweep
 
     cfg = SimConfig(n=4, b_p=8, n_train=64, n_val=32, budget=1e3)
     assert cfg.run_id == "easy-n4-bp8-s0-26c20285"  # its id before the fields existed
@@ -162,7 +162,7 @@ def test_organism_predict_checks_its_dynamics_profiles(truth, tmp_path, capsys):
     without dynamics, is refused with one line and exit 2 before anything is simulated."""
     from pathlib import Path
 
-    from llm_runs import organism_predict as op
+    from llm_runs.organism import predict as op
 
     root = Path(__file__).resolve().parents[1] / "studies" / "results" / "organism"
     common = ["--calibration", str(root / "profile.json"), "--splits", str(root / "splits"), "--work", str(tmp_path)]

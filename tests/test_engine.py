@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from isosim import engine
-from isosim.config import SimConfig
-from isosim.engine import (
+from isosim.errors import IsosimError
+from isosim.sim import engine
+from isosim.sim.config import SimConfig
+from isosim.sim.engine import (
     ADV_EPS,
     LinearFeatures,
     advantages,
@@ -21,9 +22,8 @@ from isosim.engine import (
     simulate,
     unbiased_best_worst,
 )
-from isosim.errors import IsosimError
-from isosim.problems import build
-from isosim.profiles import get_profile
+from isosim.sim.problems import build
+from isosim.sim.profiles import get_profile
 
 SMALL = dict(n_train=32, n_val=32, b_p=8, eval_points=5)
 
@@ -121,9 +121,9 @@ def test_unbiased_estimators_on_hand_made_cases():
 
 
 def test_the_engine_estimator_is_the_estimator_module_one_to_rounding():
-    """The sampled evaluation's exact-binomial best@k / worst@k (isosim.estimators) agree with the
+    """The sampled evaluation's exact-binomial best@k / worst@k (isosim.sim.estimators) agree with the
     product form every other caller uses, to rounding, and with the enumeration on a small case."""
-    from isosim import estimators
+    from isosim.sim import estimators
 
     rng = np.random.default_rng(0)
     for N, k in ((4, 4), (32, 4), (100, 8), (512, 16)):
@@ -433,13 +433,13 @@ def test_hard_clusters_separate_hard_problems_and_change_nothing_else():
 
 @pytest.mark.parametrize("extra", [{}, {"typicality": 0.5}, {"adv": "drgrpo"}])
 def test_the_advantage_is_defined_once_and_every_path_uses_it(monkeypatch, extra):
-    """isosim.advantage holds GRPO's advantage for every caller: perturbing its divisor (GRPO)
+    """isosim.sim.advantage holds GRPO's advantage for every caller: perturbing its divisor (GRPO)
     or its centring (Dr.GRPO) changes the default simulator path (closed form), the general path
     (typicality features), the per-rollout reference and llm_runs' advantages; undoing the
     perturbation gives the same records bit for bit."""
-    from isosim import advantage
-    from isosim.reference import train_per_rollout
-    from llm_runs.grpo import group_advantages
+    from isosim.sim import advantage
+    from isosim.sim.reference import train_per_rollout
+    from llm_runs.training.grpo import group_advantages
 
     cfg = SimConfig(steps=20, eval_points=4, n_train=32, n_val=32, b_p=8, seed=1, **extra)
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])

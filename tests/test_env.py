@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from isosim.config import SimConfig
-from isosim.engine import simulate
-from isosim.env import ENV_ID, BanditEnv, BanditVectorEnv
-from isosim.reference import train_per_rollout
+from isosim.sim.config import SimConfig
+from isosim.sim.engine import simulate
+from isosim.sim.env import ENV_ID, BanditEnv, BanditVectorEnv
+from isosim.sim.reference import train_per_rollout
 
 CFG = SimConfig(n_train=16, n_val=16, b_p=4, n=8, steps=30, lr=4.0, eval_points=30, data_seed=0)
 
@@ -67,7 +67,7 @@ def test_import_isosim_registers_the_env_without_loading_it():
     import subprocess
     import sys
 
-    code = ("import sys, isosim, gymnasium; assert 'isosim.env' not in sys.modules and 'torch' not in sys.modules; "
+    code = ("import sys, isosim, gymnasium; assert 'isosim.sim.env' not in sys.modules and 'torch' not in sys.modules; "
             "e = gymnasium.make('isosim/Bandit-v0'); obs, _ = e.reset(seed=0); "
             "v = gymnasium.make_vec('isosim/Bandit-v0', num_envs=4, vectorization_mode='vector_entry_point'); "
             "print(type(e.unwrapped).__name__, type(v).__name__)")

@@ -1,10 +1,10 @@
-"""isosim.epochs: the one epoch sampler behind the engine, the env and real runs."""
+"""isosim.sim.epochs: the one epoch sampler behind the engine, the env and real runs."""
 
 import numpy as np
 import pytest
 
-from isosim.epochs import EpochSampler
 from isosim.errors import IsosimError
+from isosim.sim.epochs import EpochSampler
 
 
 def queue_reference(num_items, rng, sizes):

@@ -1,10 +1,10 @@
 """Each reproduced finding holds under its mechanism and fails with the mechanism switched off.
 
-Small scales, seeded: isosim.fidelity.QUICK (128 training problems, budget 3e5) and, for F1-F3,
-isosim.fidelity.TEST (128 problems, B_p 64, budget 4e6 but at most 7,800 steps per run).
+Small scales, seeded: isosim.predict.fidelity.QUICK (128 training problems, budget 3e5) and, for F1-F3,
+isosim.predict.fidelity.TEST (128 problems, B_p 64, budget 4e6 but at most 7,800 steps per run).
 Every test is parametrized: ``on`` asserts the finding, ``off`` names the setting where the same
 criterion fails. Tuning used seeds 0-1; the held-out seeds are in ``test_f1_f2_held_out_seeds``.
-Simulations are cached inside isosim.fidelity, so tests that read the same sweep share it.
+Simulations are cached inside isosim.predict.fidelity, so tests that read the same sweep share it.
 
 These are the mechanisms of the previous default presets, kept as ``easy-distance`` /
 ``hard-distance`` (Adam, KL + entropy on every set; the committed studies were measured with
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from isosim import fidelity as F
-from isosim.presets import get_preset
+from isosim.predict import fidelity as F
+from isosim.sim.presets import get_preset
 
 QUICK = F.QUICK
 TEST = F.TEST  # F1-F3: B_p 64, budget 4e6, n 8..512 (the hard set does not move within QUICK's 3e5)
@@ -101,7 +101,7 @@ def test_f9_baseline_ordering():
 
 
 def test_presets_state_their_mechanism():
-    from isosim import presets
+    from isosim.sim import presets
 
     doc = presets.__doc__
     assert "Easy recipe" in doc and "Hard recipe" in doc and "restoring force" in doc and "saturates" in doc

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from isosim import analysis as an
-from isosim import report
+from isosim.frontier import analysis as an
+from isosim.frontier import report
 from test_analysis import N_VALUES, make_records  # the same synthetic records, other truths
 
 
@@ -129,7 +129,7 @@ def test_nothing_learned_gives_no_fit(tmp_path, capsys):
     report.print_summary(res, title="t", out_dir=tmp_path, console=Console(width=400))
     assert "no budget shows learning" in capsys.readouterr().out
     an.write_frontier_json(res, tmp_path / "frontier.json")
-    from isosim import plots
+    from isosim.frontier import plots
 
     assert plots.plot_n_star(res, tmp_path / "n_star")[0].is_file()
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from isosim.errors import IsosimError
-from isosim.estimators import avg_at_k, best_at_k, summarize, worst_at_k
+from isosim.sim.estimators import avg_at_k, best_at_k, summarize, worst_at_k
 from isosim.integrations import default_metric, load_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_callback_evaluation_is_seeded_and_leaves_training_rng_alone(tmp_path):
     from types import SimpleNamespace
 
     from isosim.integrations.trl import RecordsCallback
-    from llm_runs.tiny import make_tiny_model
+    from llm_runs.sampling.tiny import make_tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = make_tiny_model(tmp_path / "tiny", vocab_size=128, hidden_size=16, num_layers=1, num_heads=2)
@@ -357,7 +357,7 @@ def test_bad_map_and_runs_file(tmp_path):
 
 
 def test_a_validate_folder_is_read_as_its_runs_not_as_a_sweep_store(tmp_path):
-    from isosim.report import is_sweep_store
+    from isosim.frontier.report import is_sweep_store
 
     (tmp_path / "plan.json").write_text(json.dumps({"request": {}, "runs": [], "ns": [2, 4]}))
     for n in (2, 4):

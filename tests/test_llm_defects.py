@@ -23,7 +23,7 @@ from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa
 
 from isosim.errors import IsosimError  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
-from llm_runs.train import GRPOTrainer, main  # noqa: E402
+from llm_runs.training.train import GRPOTrainer, main  # noqa: E402
 
 pytestmark = pytest.mark.llm
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ class FakeLLM:
 
 
 def test_sleeping_engine_is_resynced_after_eval_train_and_resume(assets, tmp_path):
-    from llm_runs.vllm_sampler import VLLMSampler
+    from llm_runs.sampling.vllm_sampler import VLLMSampler
 
     out = tmp_path / "run"
     cfg = parse_args(argv(assets, out, budget=48, save_every=2))  # 3 steps, evaluations at 0, 1, 2 (?), 3
@@ -134,7 +134,7 @@ def test_sleeping_engine_is_resynced_after_eval_train_and_resume(assets, tmp_pat
 
 
 def test_request_seeds_give_every_sample_its_own_stream():
-    from llm_runs.vllm_sampler import request_seeds
+    from llm_runs.sampling.vllm_sampler import request_seeds
 
     n, prompts = 4, 8
     per_prompt = request_seeds(1000, prompts, n)
@@ -148,7 +148,7 @@ def test_request_seeds_give_every_sample_its_own_stream():
 def test_deepspeed_is_refused_with_the_reason():
     from accelerate.utils import DistributedType
 
-    from llm_runs.train import check_distributed
+    from llm_runs.training.train import check_distributed
 
     with pytest.raises(IsosimError, match="DeepSpeed is not supported.*optimizer step on every micro-batch"):
         check_distributed(DistributedType.DEEPSPEED, "vllm")
@@ -160,7 +160,7 @@ def test_deepspeed_is_refused_with_the_reason():
 def test_fsdp_bf16_reduces_and_accumulates_gradients_in_fp32(version):
     from accelerate.utils import FullyShardedDataParallelPlugin
 
-    from llm_runs.train import fp32_gradient_reduction
+    from llm_runs.training.train import fp32_gradient_reduction
 
     plugin = FullyShardedDataParallelPlugin(fsdp_version=version)
     plugin.set_mixed_precision("bf16")  # what Accelerator(mixed_precision="bf16") does
@@ -174,7 +174,7 @@ def test_fsdp_bf16_reduces_and_accumulates_gradients_in_fp32(version):
 
 
 def test_loss_head_keeps_no_full_fp32_logits_for_backward(monkeypatch):
-    from llm_runs import grpo
+    from llm_runs.training import grpo
 
     torch.manual_seed(0)
     S, T, V = 2, 64, 512
@@ -244,7 +244,7 @@ def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tm
     assert rows[0]["sampler_logprob_gap_max"] is None and all(r["sampler_logprob_gap_max"] < 1e-3 for r in rows[1:])
     out = tmp_path / "term"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the same threads as the reference: the same float sums
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.train", *argv(assets, out, **over)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.train", *argv(assets, out, **over)], cwd=ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = out / "metrics.jsonl"
     deadline = time.time() + 180
@@ -291,8 +291,8 @@ def test_two_processes_when_one_has_every_group_filtered(assets, tmp_path):
 
 
 def test_calibrate_vllm_context_fits_the_longest_prompt(assets, tmp_path, monkeypatch):
-    from llm_runs import samplers
-    from llm_runs.calibrate import CalibrateSettings, calibrate
+    from llm_runs.launch.calibrate import CalibrateSettings, calibrate
+    from llm_runs.sampling import samplers
 
     long_problem = "What is " + " + ".join(["1"] * 700) + "?"  # > 1024 tokens with the character tokenizer
     data = tmp_path / "p.jsonl"

@@ -23,8 +23,8 @@ from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa
 
 from isosim.records import normalize  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
-from llm_runs.make_arith import make_problems  # noqa: E402
-from llm_runs.train import GRPOTrainer, main  # noqa: E402
+from llm_runs.problems.make_arith import make_problems  # noqa: E402
+from llm_runs.training.train import GRPOTrainer, main  # noqa: E402
 
 pytestmark = pytest.mark.llm
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,9 +95,9 @@ def test_several_iterations_per_batch_and_zero_variance_filtering(assets, tmp_pa
 
 
 def test_hf_sampler_logprobs_match_the_trainer(assets):
-    from llm_runs import grpo
-    from llm_runs.models import eos_ids, load_model, load_tokenizer
-    from llm_runs.samplers import HFSampler
+    from llm_runs.sampling.models import eos_ids, load_model, load_tokenizer
+    from llm_runs.sampling.samplers import HFSampler
+    from llm_runs.training import grpo
 
     tok, model = load_tokenizer(assets["model"]), load_model(assets["model"])
     sampler = HFSampler(model, tok, eos_ids(tok, model), batch_size=4)
@@ -124,7 +124,7 @@ def test_kill_and_resume_gives_the_same_records(assets, tmp_path):
     assert main(argv(assets, ref_out)) == 0
     # the same command in a subprocess, SIGKILLed after its third step ...
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "llm_runs.train", *argv(assets, out)]
+    cmd = [sys.executable, "-m", "llm_runs.training.train", *argv(assets, out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = out / "metrics.jsonl"
@@ -154,7 +154,7 @@ def test_kill_and_resume_gives_the_same_records(assets, tmp_path):
 
 def _cli(args, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "llm_runs.train", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "llm_runs.training.train", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

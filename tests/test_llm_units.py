@@ -14,13 +14,13 @@ pytest.importorskip("math_verify")
 torch = pytest.importorskip("torch")
 
 from isosim.errors import IsosimError  # noqa: E402
-from llm_runs import grpo, metrics  # noqa: E402
+from llm_runs.training import grpo, metrics  # noqa: E402
 from llm_runs.config import RunConfig, parse_args, scaled_lr  # noqa: E402
-from llm_runs.data import (EpochSampler, filter_by_pass_rate, load_jsonl, read_calibration,  # noqa: E402
+from llm_runs.problems.data import (EpochSampler, filter_by_pass_rate, load_jsonl, read_calibration,  # noqa: E402
                            split_train_val, write_calibration)
-from llm_runs.make_arith import eval_left_free, make_problems  # noqa: E402
-from llm_runs.rewards import extract_boxed, score, score_one  # noqa: E402
-from llm_runs.train import derive_seed, eval_steps  # noqa: E402
+from llm_runs.problems.make_arith import eval_left_free, make_problems  # noqa: E402
+from llm_runs.problems.rewards import extract_boxed, score, score_one  # noqa: E402
+from llm_runs.training.train import derive_seed, eval_steps  # noqa: E402
 
 pytestmark = pytest.mark.llm
 

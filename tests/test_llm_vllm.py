@@ -33,8 +33,8 @@ TOL = 1e-4  # fp32 engine vs fp32 trainer (bf16 on a GPU is looser: see the GPU 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from llm_runs.make_arith import make_problems
-    from llm_runs.tiny import make_tiny_model
+    from llm_runs.problems.make_arith import make_problems
+    from llm_runs.sampling.tiny import make_tiny_model
 
     root = tmp_path_factory.mktemp("vllm")
     model = make_tiny_model(root / "tiny", hidden_size=128, num_heads=2)  # head_dim 64
@@ -49,8 +49,8 @@ def engine(tiny):
     from accelerate import Accelerator
 
     from llm_runs.config import RunConfig
-    from llm_runs.models import load_model, load_tokenizer
-    from llm_runs.vllm_sampler import VLLMSampler
+    from llm_runs.sampling.models import load_model, load_tokenizer
+    from llm_runs.sampling.vllm_sampler import VLLMSampler
 
     cfg = RunConfig(data="x.jsonl", budget=64, n=4, b_p=4, max_new_tokens=16, max_prompt_tokens=64,
                     vllm_gpu_memory_utilization=float(MEM))
@@ -62,7 +62,7 @@ def engine(tiny):
 
 
 def _trainer_logprobs(model, tok, batch, temperature=1.0):
-    from llm_runs import grpo
+    from llm_runs.training import grpo
 
     dev = next(model.parameters()).device
     t = grpo.pack(batch.prompt_ids, batch.completion_ids, tok.pad_token_id, device=dev)
@@ -162,7 +162,7 @@ def _env():
 
 def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
     ref = tmp_path / "ref"
-    r = subprocess.run([sys.executable, "-m", "llm_runs.train", *_train_args(tiny, ref)], cwd=ROOT, env=_env(),
+    r = subprocess.run([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, ref)], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     rows, steps = read_jsonl(ref / "records.jsonl"), read_jsonl(ref / "metrics.jsonl")
@@ -174,7 +174,7 @@ def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
     assert steps[-1]["policy/entropy"] != steps[0]["policy/entropy"]  # the weights did move
     # the same run, SIGKILLed after step 2, then resumed: identical records
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.train", *_train_args(tiny, out)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, out)], cwd=ROOT,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 400
     metrics = out / "metrics.jsonl"
@@ -186,7 +186,7 @@ def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-3000:]
     assert (out / "checkpoint" / "trainer_state.json").exists()
-    r = subprocess.run([sys.executable, "-m", "llm_runs.train", *_train_args(tiny, out)], cwd=ROOT, env=_env(),
+    r = subprocess.run([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, out)], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stdout

@@ -1,6 +1,6 @@
 """The loop from a real model to a tested allocation: calibrate -> explore -> recommend -> validate.
 
-A tiny random Llama (llm_runs.tiny) and a handful of arithmetic problems stand in for a real
+A tiny random Llama (llm_runs.sampling.tiny) and a handful of arithmetic problems stand in for a real
 model and data set: these tests check files, schemas, resumption and one-line errors, not
 numbers. Everything runs through the ``isosim`` command as a user runs it, except the unit
 checks of the SLURM job specs and of calibration resumption.
@@ -24,7 +24,7 @@ pytest.importorskip("math_verify")
 
 from llm_helpers import crc_reward  # noqa: E402
 
-from isosim.profiles import read_profile  # noqa: E402
+from isosim.sim.profiles import read_profile  # noqa: E402
 
 pytestmark = pytest.mark.llm
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_calibrate_writes_profile_histogram_splits(calibrated, assets):
     for key in ("model", "data", "sampler", "temperature", "max_new_tokens", "seed", "n_problems", "mean_rate"):
         assert key in data, key
     read_profile(out)  # what explore --profile reads
-    from llm_runs.data import read_calibration
+    from llm_runs.problems.data import read_calibration
 
     cal = read_calibration(out)  # what llm_runs --calibration reads
     assert set(cal["rates"]) == set(data["ids"]) and cal["k"] == 4
@@ -119,7 +119,7 @@ def test_calibrate_writes_profile_histogram_splits(calibrated, assets):
 
 
 def test_calibrate_resumes_from_partial_file(assets, tmp_path):
-    from llm_runs.calibrate import CalibrateSettings, calibrate, partial_path
+    from llm_runs.launch.calibrate import CalibrateSettings, calibrate, partial_path
 
     s = CalibrateSettings(model=assets["model"], data=assets["data"], k=2, limit=6, max_new_tokens=6, batch_size=4)
     out = tmp_path / "p.json"
@@ -193,7 +193,7 @@ def test_validate_slurm_dry_run_prints_submitit_and_accelerate(calibrated, asset
     assert res.returncode == 0, res.stderr[-3000:]
     assert "submitit.SlurmExecutor" in res.stdout and "'gpus_per_node': 4" in res.stdout
     cmds = [ln.strip() for ln in res.stdout.splitlines() if "-m accelerate.commands.launch" in ln]
-    assert len(cmds) == 3 and all("-m llm_runs.train --config" in c for c in cmds)
+    assert len(cmds) == 3 and all("-m llm_runs.training.train --config" in c for c in cmds)
     assert "nothing launched" in res.stdout
     assert not list(out.glob("runs/*/records.jsonl"))  # nothing ran
     plan = json.loads((out / "plan.json").read_text())
@@ -209,7 +209,7 @@ def test_validate_slurm_dry_run_prints_submitit_and_accelerate(calibrated, asset
 
 def test_plan_brackets_n_sat_and_clips_to_min_steps():
     from isosim.errors import IsosimError
-    from llm_runs.validate import plan_ns
+    from llm_runs.launch.validate import plan_ns
 
     assert plan_ns(16, 10**6, 32)[0] == [4, 16, 64]  # n_sat / 4, n_sat, 4 n_sat
     assert plan_ns(100, 10**6, 32)[0] == [32, 128, 512]  # powers of two
@@ -226,8 +226,8 @@ def test_slurm_job_specs_are_valid_submitit_and_accelerate(assets, tmp_path):
     from accelerate.commands.launch import launch_command_parser
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from llm_runs import validate as val
     from llm_runs.config import parse_args
+    from llm_runs.launch import validate as val
 
     predicted = {"n_sat": 8.0, "n_star": 8, "b_p": 4, "recipe": "hard", "budget": 256.0}
     plan = val.make_plan(model=assets["model"], data=assets["data"], budget=256, predicted=predicted,
@@ -247,7 +247,7 @@ def test_slurm_job_specs_are_valid_submitit_and_accelerate(assets, tmp_path):
         cmd = [c.replace("{machine_rank}", "0").replace("{main_process_ip}", "node1") for c in job["command"]]
         assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]  # this interpreter's accelerate
         args = launch_command_parser().parse_args(cmd[3:])
-        assert args.module and args.training_script == "llm_runs.train"
+        assert args.module and args.training_script == "llm_runs.training.train"
         assert args.num_processes == 8 and args.num_machines == 2 and args.multi_gpu
         assert args.machine_rank == 0 and args.main_process_ip == "node1"
         cfg = parse_args(args.training_script_args)  # the command's own arguments make a valid run

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from isosim.errors import IsosimError  # noqa: E402
-from llm_runs import organism  # noqa: E402
+from llm_runs.organism import build as organism  # noqa: E402
 
 
 def test_pool_is_seeded_distinct_and_answers_are_sums():

@@ -52,7 +52,7 @@ def test_quick_chain_is_consistent_end_to_end(tmp_path):
     assert len(hard) >= 40
 
     design = ["--n-values", "2,4", "--b-p", 4, "--seeds", "0", "--max-rollouts", 128, "--val-size", 8]
-    sh(env, "-m", "llm_runs.organism_predict", "--calibration", cal / "profile.json", "--splits", cal / "splits",
+    sh(env, "-m", "llm_runs.organism.predict", "--calibration", cal / "profile.json", "--splits", cal / "splits",
        "--split-names", "hard", "--work", tmp_path / "work", "--out", tmp_path / "prediction.json",
        "--n-boot", 10, *design)
     pred = json.loads((tmp_path / "prediction.json").read_text())["hard"]
@@ -68,7 +68,7 @@ def test_quick_chain_is_consistent_end_to_end(tmp_path):
        "hard.jsonl", "--budget", 128, "--preset", "hard", "--n", "2,4", "--b-p", 4, "--seeds", 1, "--min-steps", 4,
        "--quick", "--n-boot", 0, "--out", tmp_path / "runs", *sets)
 
-    sh(env, "-m", "llm_runs.organism_compare", "--runs", f"hard={tmp_path / 'runs'}", "--prediction",
+    sh(env, "-m", "llm_runs.organism.compare", "--runs", f"hard={tmp_path / 'runs'}", "--prediction",
        tmp_path / "prediction.json", "--measured", tmp_path / "measured.json", "--comparison",
        tmp_path / "comparison.json", "--n-boot", 10)
     meas = json.loads((tmp_path / "measured.json").read_text())["hard"]
@@ -86,7 +86,7 @@ def test_quick_chain_is_consistent_end_to_end(tmp_path):
 
 
 def test_compare_refuses_bad_input_with_one_line(tmp_path, capsys):
-    from llm_runs import organism_compare
+    from llm_runs.organism import compare as organism_compare
 
     (tmp_path / "p.json").write_text(json.dumps({"hard": {}}))
     with pytest.raises(SystemExit) as exc:
@@ -98,7 +98,7 @@ def test_compare_refuses_bad_input_with_one_line(tmp_path, capsys):
 
 
 def test_octave_error_and_interval_overlap():
-    from llm_runs.organism_compare import compare
+    from llm_runs.organism.compare import compare
 
     pred = {"budgets": [10.0, 100.0, 1000.0], "n_star": [4, 8, 32], "n_tol": [4, 8, 16],
             "learning": [False, True, True], "n_sat": 32.0, "n_sat_ci": [16.0, 64.0]}

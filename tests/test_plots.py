@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import analysis as an
-from isosim import plots
 from isosim.errors import IsosimError
+from isosim.frontier import analysis as an
+from isosim.frontier import plots
 
 N_VALUES = [4, 16, 64, 256]
 
@@ -70,5 +70,5 @@ def test_bad_plot_input(records, tmp_path):
 
 
 def test_importing_plots_stays_light():
-    code = "import sys, isosim.plots; assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules"
+    code = "import sys, isosim.frontier.plots; assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,6 +1,6 @@
 """recommend's choice of n near saturation, and its B_p rule."""
 
-from isosim.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
+from isosim.predict.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
 
 
 def _result(asymptotes, budget=1e7):
@@ -32,13 +32,13 @@ def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
 
 
 def test_near_tie_is_the_analysis_tie_tolerance():
-    from isosim.analysis import DEFAULT_TOL
+    from isosim.frontier.analysis import DEFAULT_TOL
 
     assert NEAR_TIE == DEFAULT_TOL  # recommend's smallest near-optimal n is the frontier's n_tol
 
 
 def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
-    from isosim.recommend import hard_share, simulated_recipe
+    from isosim.predict.recommend import hard_share, simulated_recipe
 
     assert simulated_recipe({"kl": 1.0, "entropy": 0.01}) == "easy"
     assert simulated_recipe({"kl": 0.0, "entropy": 0.0}) == "hard"
@@ -48,7 +48,7 @@ def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
 
 
 def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(tmp_path, monkeypatch):
-    from isosim import recommend as rec
+    from isosim.predict import recommend as rec
 
     monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path))
     r = rec.recommend(2e4, preset="hard:0.1,easy:0.9", quick=True, seeds=1)
@@ -64,7 +64,7 @@ def test_a_mostly_easy_mix_gets_the_easy_recipe_and_reports_what_was_simulated(t
 
 
 def test_recipe_of_a_mix_follows_its_share_of_hard_problems():
-    from isosim.presets import get_preset, recipe_for
+    from isosim.sim.presets import get_preset, recipe_for
 
     assert recipe_for("hard:0.5,easy:0.5") == "hard" == recipe_for("hard:0.5,easy:0.25,very-easy:0.25")
     assert recipe_for("hard:0.1,easy:0.9") == "easy"

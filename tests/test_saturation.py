@@ -18,8 +18,9 @@ import functools
 
 import pytest
 
-from isosim import analysis, sweep
-from isosim import fidelity as F
+from isosim.frontier import analysis
+from isosim.predict import fidelity as F
+from isosim.sweeps import sweep
 
 SEED = 71  # held out (tuning: 11-19, then 21-62 while choosing the easy KL and interference strength)
 RHO_MIN = 0.7

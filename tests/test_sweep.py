@@ -1,4 +1,4 @@
-"""Sweep plans and the resumable store (isosim.sweep), including kill-and-resume acceptance tests."""
+"""Sweep plans and the resumable store (isosim.sweeps.sweep), including kill-and-resume acceptance tests."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim.config import SimConfig
 from isosim.errors import IsosimError
-from isosim.sweep import (
+from isosim.sim.config import SimConfig
+from isosim.sweeps.sweep import (
     Cell,
     SweepPlan,
     load_store,
@@ -138,7 +138,7 @@ def test_plan_json_round_trip_and_tampering() -> None:
 
 def test_plan_id_is_stable_and_tracks_the_runs() -> None:
     plan = small_plan()
-    code = ("from isosim.config import SimConfig; from isosim.sweep import plan_q1;"
+    code = ("from isosim.sim.config import SimConfig; from isosim.sweeps.sweep import plan_q1;"
             "print(plan_q1(SimConfig(n_train=32, n_val=32, profile='easy'), (4, 8, 16), b_p=8,"
             " budget=4096.0, seeds=2).plan_id)")
     env = {**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": str(ROOT)}
@@ -406,7 +406,7 @@ def test_kill_storm_fake_engine(tmp_path: Path) -> None:
 
 
 def test_kill_and_resume_real_engine(tmp_path: Path) -> None:
-    from isosim.engine import simulate
+    from isosim.sim.engine import simulate
 
     base = SimConfig(n_train=64, n_val=64, profile="easy", eval_points=5)
     plan = plan_q1(base, [16, 64], b_p=16, budget=2e4, seeds=2)  # 4 short runs (19 and 78 steps)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from isosim.errors import IsosimError  # noqa: E402
-from llm_runs import validate as val  # noqa: E402
+from llm_runs.launch import validate as val  # noqa: E402
 
 DATA = "../shared/data/math_train.jsonl"  # not read by make_plan
 QWEN = "Qwen/Qwen2.5-7B-Instruct"

@@ -1,4 +1,4 @@
-"""The validation verdict (isosim.verdict.decide) on made-up frontier pairs: every outcome, and for
+"""The validation verdict (isosim.validation.verdict.decide) on made-up frontier pairs: every outcome, and for
 each one a pair that differs in one respect and flips it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from isosim.errors import IsosimError
-from isosim.verdict import Observed, Prediction, decide, eval_se
+from isosim.validation.verdict import Observed, Prediction, decide, eval_se
 
 SE = 0.005  # two runs differ when their rewards differ by more than 2 * sqrt(2) * SE = 0.0141
 

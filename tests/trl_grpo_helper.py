@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from isosim.integrations.trl import RecordsCallback
-from llm_runs.tiny import make_tiny_model
+from llm_runs.sampling.tiny import make_tiny_model
 
 
 def parity_reward(prompts, completions, **kwargs):

@@ -52,7 +52,7 @@ def _native(path: Path) -> str | None:
         missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
         raise IsosimError(f"{path}: neither an isosim records table (missing column(s) {missing}) nor a "
                           f"W&B export (no step column: expected one of {', '.join(STEP_COLUMNS)})")
-    from isosim.report import is_sweep_store
+    from isosim.frontier.report import is_sweep_store
 
     if is_sweep_store(path):
         return "an isosim sweep store"
@@ -100,7 +100,7 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
         if maps or sets or runs_file is not None:
             raise IsosimError(f"{path} holds {native}, which needs no --map, --set or --runs "
                               "(they apply to TensorBoard and W&B logs)")
-        from isosim.report import load_records
+        from isosim.frontier.report import load_records
 
         df = load_records(path)
         return df, _summary(df, native) + _unread_event_runs(path)

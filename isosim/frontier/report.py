@@ -1,0 +1,183 @@
+"""From a records table to what a user takes home: frontier.json, figures and a summary table.
+
+Shared by ``isosim explore`` (simulated sweeps), ``isosim analyze`` (any records table or a
+folder of runs) and ``isosim validate`` (real runs), so all three read results the same way.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from isosim import records
+from isosim.errors import IsosimError
+
+METRIC_ALIASES = {"avg": "val_avg", "best": "val_best", "worst": "val_worst"}
+
+
+def metric_column(metric: str) -> str:
+    """``avg``/``best``/``worst`` or a column name -> the column name."""
+    return METRIC_ALIASES.get(metric, metric)
+
+
+def is_sweep_store(path: str | Path) -> bool:
+    """True for an ``isosim explore``/``sweep`` store (a manifest, or a plan with a format number).
+
+    An ``isosim validate`` folder also has a ``plan.json`` (of another kind), beside ``runs/*/``:
+    it is read as a folder of runs.
+    """
+    path = Path(path)
+    if (path / "manifest.json").exists():
+        return True
+    plan = path / "plan.json"
+    if not plan.is_file():
+        return False
+    try:
+        return "format" in json.loads(plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return True  # unreadable: let the store reader say what is wrong with it
+
+
+def record_files(path: str | Path) -> list[Path]:
+    """The ``records.jsonl`` files of a folder of runs: its own, its runs' (``*/``) and those one
+    level deeper (``*/*/``, e.g. an ``isosim validate`` folder's ``runs/*/``)."""
+    path = Path(path)
+    return sorted(path.glob("records.jsonl")) + sorted(path.glob("*/records.jsonl")) + sorted(
+        path.glob("*/*/records.jsonl"))
+
+
+def load_records(path: str | Path) -> pd.DataFrame:
+    """Records from a sweep store, a folder of runs (``*/records.jsonl``), or a table file."""
+    path = Path(path)
+    if not path.exists():
+        raise IsosimError(f"{path}: no such file or folder")
+    if path.is_file():
+        return records.read_table(path)
+    if is_sweep_store(path):
+        from isosim.sweeps.sweep import load_store
+
+        return load_store(path)[1]
+    files = record_files(path)
+    if not files:
+        tables = sorted(p for ext in ("csv", "parquet", "jsonl") for p in path.glob(f"*.{ext}"))
+        if len(tables) == 1:
+            return records.read_table(tables[0])
+        raise IsosimError(f"{path}: no sweep store, no run folders with records.jsonl, "
+                          "and not exactly one table file")
+    frames = []
+    for f in files:
+        try:
+            frames.append(pd.read_json(f, lines=True))
+        except ValueError as exc:
+            raise IsosimError(f"{f}: cannot read records ({exc})") from None
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise IsosimError(f"{path}: the run folders hold no records yet")
+    return records.normalize(pd.concat(frames, ignore_index=True), source=str(path))
+
+
+def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
+                 seed: int = 0, figures: bool = True, tol: float | None = None) -> dict[str, Any]:
+    """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.
+
+    The result also holds ``split`` (n* per budget for best@k and worst@k, where those columns
+    exist) and ``figures`` (paths written). ``tol`` is the tie tolerance (default
+    ``analysis.DEFAULT_TOL``, half a point of the metric).
+    """
+    from isosim.frontier import analysis
+
+    metric = metric_column(metric)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tol = analysis.DEFAULT_TOL if tol is None else tol
+    result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    split_metrics = [m for m in ("val_best", "val_worst") if m in df.columns and df[m].notna().any()]
+    split = {}
+    if len(split_metrics) == 2 and df["n"].nunique() > 1:
+        try:
+            split = analysis.metric_split(df, metrics=tuple(split_metrics), tol=tol)
+        except IsosimError:
+            split = {}
+    result["split"] = {m: {"budgets": r["budgets"], "n_star": r["n_star"], "n_sat": r["fit"]["n_sat"]}
+                       for m, r in split.items()}
+    written: list[str] = []
+    if figures:
+        from isosim.frontier import plots
+
+        written += [str(p) for p in plots.plot_frontier(df, result, out / "frontier")]
+        written += [str(p) for p in plots.plot_n_star(result, out / "n_star")]
+        if split:
+            written += [str(p) for p in plots.plot_metric_split(split, out / "metric_split")]
+        if all(c in df.columns for c in records.HIST_COLUMNS) and df["n"].nunique() > 1:
+            ns = sorted(df["n"].unique())
+            pair = [int(ns[0]), int(ns[-1])]
+            top = float(df.groupby("n")["rollouts"].max().min())
+            written += [str(p) for p in plots.plot_hist_evolution(df, pair, [top], out / "pass_hist")]
+    result["figures"] = written
+    analysis.write_frontier_json(result, out / "frontier.json")
+    return result
+
+
+def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, ...]]:
+    """(budget, n*, tie band, reward, learning) rows for a table, thinned to at most ``max_rows``.
+
+    The tie band is ``n_tol``-``n_tie_hi`` (every n within the tie tolerance of the frontier);
+    learning is ``no`` where the frontier is within the seed noise of the base reward.
+    """
+    budgets, n_star, reward = result["budgets"], result["n_star"], result["reward"]
+    lo, hi = result.get("n_tol"), result.get("n_tie_hi")
+    learning = result.get("learning")
+    keep = np.unique(np.linspace(0, len(budgets) - 1, min(max_rows, len(budgets))).round().astype(int))
+    rows = []
+    for i in keep:
+        band = "" if lo is None else (str(lo[i]) if lo[i] == hi[i] else f"{lo[i]}-{hi[i]}")
+        learn = "" if learning is None else ("yes" if learning[i] else "no")
+        rows.append((f"{budgets[i]:.3g}", str(n_star[i]), band, f"{reward[i]:.4f}", learn))
+    return rows
+
+
+def _fit_line(name: str, fit: dict[str, Any], ci_label: str, ci_note: str = "") -> str:
+    if fit.get("n_sat") is None:
+        return f"{name}: none (no budget shows learning beyond the seed noise)"
+    ci = fit.get("n_sat_ci")
+    ci_txt = f" ({ci_label} {ci[0]:.0f}-{ci[1]:.0f}{ci_note})" if ci else ""
+    sat = "" if fit.get("saturated", True) else ", not saturated: reaches the largest n tried"
+    return (f"{name} = {fit['n_sat']:.0f}{ci_txt}{sat}, log10 C_mid = {fit['log_c_mid']:.2f}, "
+            f"slope = {fit['slope']:.2f}")
+
+
+def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, console=None) -> None:
+    """A rich table of budgets with n*, the tie band and the frontier reward; both fits, warnings, files."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=title)
+    table.add_column("budget (rollouts)", justify="right")
+    table.add_column("n*", justify="right")
+    tol = result.get("tol")
+    table.add_column("ties" if tol is None else f"n within {tol:g}", justify="right")
+    table.add_column(result["metric"], justify="right")
+    table.add_column("learning", justify="center")
+    for row in summary_rows(result):
+        table.add_row(*row, style="dim" if row[-1] == "no" else None)
+    console.print(table)
+    ci = result.get("ci", [5, 95])
+    console.print(_fit_line("fitted n_sat", result["fit"], f"{ci[1] - ci[0]:g}% interval", ", ties included"),
+                  markup=False, highlight=False)
+    if result.get("fit_tol"):
+        console.print(_fit_line("smallest tied n, n_sat_tol", result["fit_tol"], f"{ci[1] - ci[0]:g}% interval"),
+                      markup=False, highlight=False)
+    for w in result.get("warnings", []):
+        console.print("warning: " + w, markup=False, highlight=False, style="yellow")
+    for m, s in result.get("split", {}).items():
+        console.print(f"  {m}: n* at the largest budget = {s['n_star'][-1]}")
+    console.print(f"results: {Path(out_dir) / 'frontier.json'}")
+    for f in result.get("figures", []):
+        if f.endswith(".png"):
+            console.print(f"figure:  {f}")

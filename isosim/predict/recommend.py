@@ -1,0 +1,206 @@
+"""The playbook as a function: a budget and a difficulty profile in, an allocation out.
+
+``recommend`` simulates (or reuses a cached) Q1 sweep for the user's profile up to the user's
+budget, reads ``n*`` at that budget with the frontier analysis, and fills in the rest the way
+the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
+
+1. ``n``: the simulated compute-optimal n at the budget; where several n tie within
+   ``NEAR_TIE`` (near saturation), the smallest of them (capped by the hardware batch).
+2. ``B_p``: a moderate value; B_p matters little between 32 and 1024, too small a B_p
+   destabilises hard sets, so take the largest power of two in [32, 256] that leaves at least
+   ``MIN_STEPS`` sequential updates and fits ``b_max`` and the data set.
+3. ``M``: the rest of the budget, ``floor(C / (B_p * n))``.
+4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (square-root scaling from the paper's base).
+5. KL and entropy: what the prediction was simulated with (``recipe``, with the SimConfig
+   behind it in ``simulated_config``): a prediction only speaks for the recipe it simulated.
+   The paper advises KL + entropy for easy sets and neither for hard sets ("hard" = at least
+   half the problems with base pass@1 below 1/16, measured on the profile, never read from its
+   name); where that advice differs from the simulated recipe, ``recipe_mismatch`` says so.
+
+Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
+rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isosim.errors import IsosimError
+from isosim.sim.presets import hard_share
+
+MIN_STEPS = 100
+B_P_CHOICES = (256, 128, 64, 32)
+BASE_LR, B_REF = 1e-6, 1024
+NEAR_TIE = 0.005  # rewards closer than this (half a point of pass rate) count as a tie
+
+
+@dataclass
+class Recommendation:
+    """What to run, and why."""
+
+    budget: float
+    n: int
+    b_p: int
+    m: int
+    lr: float
+    kl: bool
+    entropy: bool
+    recipe: str
+    n_sat: float | None  # None when the simulated sweep shows no learning at any budget
+    n_sat_ci: list | None
+    metric: str
+    predicted: dict  # budgets, n_star, reward, n_tol, n_tie_hi, learning of the simulated frontier
+    reasons: dict = field(default_factory=dict)
+    sweep_dir: str = ""
+    hard_share: float = 0.0
+    """share of problems with base pass@1 < 1/16 in the profile"""
+    advised_recipe: str = ""
+    """the paper's recipe for that share: hard (>= half hard problems) or easy"""
+    recipe_mismatch: bool = False
+    """the simulated recipe (``recipe``) differs from the advised one"""
+    simulated_config: dict = field(default_factory=dict)
+    """the SimConfig fields of the simulated sweep behind the prediction (all runs share them)"""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ADVICE = {"easy": "KL to base + entropy bonus: without them entropy collapses",
+          "hard": "no KL and no entropy bonus: with them entropy and length explode"}
+
+
+def simulated_recipe(config: dict[str, Any]) -> str:
+    """The recipe a simulated config trains with: ``easy`` (KL and entropy bonus on), ``hard``
+    (both off) or ``kl-only`` / ``entropy-only``."""
+    kl, ent = float(config.get("kl", 0.0)) > 0, float(config.get("entropy", 0.0)) > 0
+    return {(True, True): "easy", (False, False): "hard", (True, False): "kl-only", (False, True): "entropy-only"}[
+        (kl, ent)]
+
+
+def cache_dir() -> Path:
+    """Where simulated sweeps for recommendations are kept (``ISOSIM_CACHE`` overrides)."""
+    root = os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim"
+    return Path(root) / "recommend"
+
+
+def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:
+    """(chosen n, argmax n, chosen minus best reward) at the largest budget of an analysis.
+
+    Near the saturation point the fitted curves of many n end within noise of each other; the
+    argmax among them is a coin toss that can land on the largest n. Take instead the smallest n
+    whose fitted reward at the budget is within ``NEAR_TIE`` of the best: same reward, more steps.
+    """
+    from isosim.frontier.analysis import FitResult
+
+    budget = float(result["budgets"][-1])
+    best_n = int(result["n_star"][-1])
+    rewards = {}
+    for key, d in result["per_n"].items():
+        if float(d["max_rollouts"]) >= budget * 0.99 and float(d["min_rollouts"]) <= budget:
+            rewards[int(key)] = float(FitResult.from_dict(d).predict(budget))
+    if best_n not in rewards:
+        return best_n, best_n, 0.0
+    top = rewards[best_n]
+    n = min(k for k, r in rewards.items() if r >= top - NEAR_TIE)
+    return n, best_n, rewards[n] - top
+
+
+def _n_sat_text(result: dict[str, Any]) -> str:
+    fit = result["fit"]
+    if fit["n_sat"] is None:
+        return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
+    txt = f"fitted saturation n_sat = {fit['n_sat']:.0f}"
+    if fit.get("saturated") is False:
+        txt += " (not saturated: the fit reaches the largest n simulated)"
+    tol = result.get("fit_tol") or {}
+    if tol.get("n_sat") is not None:
+        txt += f"; smallest tied n saturates at {tol['n_sat']:.0f}"
+    return txt
+
+
+def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple[int, str]:
+    """A moderate B_p leaving at least MIN_STEPS updates (the paper's finding 5)."""
+    limit = problems if problems is not None else math.inf
+    for b_p in B_P_CHOICES:
+        if b_p * n <= b_max and b_p <= limit and budget // (b_p * n) >= MIN_STEPS:
+            return b_p, (f"B_p matters little in 32-1024 (paper: 1.9-2.2% spread vs 3.8-9.2% over n); "
+                         f"{b_p} is the largest of {list(B_P_CHOICES)} that fits B_max and leaves >= {MIN_STEPS} steps")
+    fits = [b for b in sorted(B_P_CHOICES) if b * n <= b_max and b <= limit]
+    b_p = fits[0] if fits else max(1, min(int(limit), b_max // n))
+    return b_p, (f"the budget allows fewer than {MIN_STEPS} steps at any B_p in {list(B_P_CHOICES)}; "
+                 f"the smallest that fits ({b_p}) keeps the most sequential updates")
+
+
+def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
+              problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
+              progress: bool = False) -> Recommendation:
+    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
+    from isosim.frontier import analysis
+    from isosim.sim.presets import get_preset
+    from isosim.sweeps import sweep
+
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
+        raise IsosimError(f"budget must be a positive number of rollouts (got {budget!r})")
+    if b_max < 1:
+        raise IsosimError(f"max batch must be >= 1 (got {b_max})")
+    if problems is not None and problems < 1:
+        raise IsosimError(f"problems must be >= 1 (got {problems})")
+    smallest_step = min(B_P_CHOICES) * 4
+    if min(B_P_CHOICES) > b_max:
+        raise IsosimError(f"max batch {b_max} is smaller than the smallest B_p ({min(B_P_CHOICES)}) "
+                          "the recipe uses; raise --max-batch")
+    if budget < smallest_step:
+        raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation "
+                          f"(B_p {min(B_P_CHOICES)} x n 4 = {smallest_step})")
+    name = preset or "easy"
+    overrides: dict[str, Any] = {}
+    if profile is not None:
+        from isosim.sim.profiles import read_profile
+
+        read_profile(profile)
+        overrides["profile"] = str(Path(profile).resolve())
+    if problems is not None and not quick:
+        overrides["n_train"] = int(max(problems, 32))
+    settings = {**get_preset(name), **overrides}
+    plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=float(budget),
+                                 b_max=b_max, **overrides)
+    store = cache_dir() / plan.plan_id
+    df = sweep.run_sweep(plan, store, progress=progress)
+    result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0, tol=NEAR_TIE)
+    n, best_n, gap = smallest_near_optimal_n(result)
+    reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
+                     f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
+                     f"which leaves the most steps; " + _n_sat_text(result))}
+    if n * min(B_P_CHOICES) > b_max:
+        n = max(1, b_max // min(B_P_CHOICES))
+        reasons["n"] += f"; capped to {n} so that B_p * n fits the max batch {b_max}"
+    b_p, reasons["b_p"] = choose_b_p(n, budget, b_max, problems)
+    m = int(budget // (b_p * n))
+    if m < 1:
+        raise IsosimError(f"budget {budget:g} is below one step at n = {n}, B_p = {b_p}")
+    reasons["m"] = f"the rest of the budget goes to sequential steps: floor({budget:g} / ({b_p} x {n})) = {m}"
+    lr = BASE_LR * math.sqrt(b_p * n / B_REF)
+    reasons["lr"] = f"square-root scaling: 1e-6 * sqrt({b_p * n} / 1024) (linear was unstable at B = 8192)"
+    share = hard_share(settings.get("profile", name))
+    simulated = {k: v for k, v in plan.base.items()}
+    kl, entropy = float(simulated.get("kl", 0.0)), float(simulated.get("entropy", 0.0))
+    recipe = simulated_recipe(simulated)
+    advised = "hard" if share >= 0.5 else "easy"
+    mismatch = recipe != advised
+    reasons["kl"] = (f"the prediction was simulated with KL {kl:g} and entropy bonus {entropy:g} (the {recipe} "
+                     f"recipe), so it speaks for that recipe; {share:.0%} of problems have base pass@1 < 1/16, "
+                     f"for which the paper advises the {advised} recipe"
+                     + (" (" + ADVICE[advised] + ")" if not mismatch else "")
+                     + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else ""))
+    return Recommendation(
+        budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
+        n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]),
+        n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
+        predicted={k: result[k] for k in ("budgets", "n_star", "reward", "n_tol", "n_tie_hi", "learning")},
+        reasons=reasons, sweep_dir=str(store), hard_share=share, advised_recipe=advised, recipe_mismatch=mismatch,
+        simulated_config=simulated,
+    )

@@ -1,0 +1,1 @@
+"""The simulator: difficulty profiles and presets, run settings, problem populations, the GRPO engine and its gymnasium environment."""

@@ -1,0 +1,1 @@
+"""Problems: problem sets (JSON Lines / HF), prompts, train/val splits, rewards and the arithmetic generator."""

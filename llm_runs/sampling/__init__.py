@@ -1,0 +1,1 @@
+"""Sampling: the sampler interface, the transformers and vLLM backends, model resolution and the tiny test model."""

@@ -1,0 +1,42 @@
+"""What every sampler returns (:class:`SampleBatch`) and the interface it implements
+(:class:`Sampler`); below both backends (:mod:`samplers`, :mod:`vllm_sampler`) so neither imports the other
+for them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class SampleBatch:
+    prompt_ids: list[list[int]] = field(default_factory=list)
+    completion_ids: list[list[int]] = field(default_factory=list)
+    logprobs: list[list[float]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    truncated: list[bool] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.completion_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(c) for c in self.completion_ids)
+
+
+class Sampler(Protocol):
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,
+                 max_new_tokens: int, seed: int) -> SampleBatch: ...
+
+    def sync_weights(self, model: Any) -> None:
+        """Make the sampler draw from ``model``'s current weights."""
+
+    def release(self) -> None:
+        """Free sampler memory while the trainer runs (no-op where nothing is held)."""
+
+    @property
+    def needs_sync(self) -> bool:
+        """True when the sampler lost its weights (e.g. vLLM's level-2 sleep): sync before generate."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Training: the GRPO trainer, its optimizer steps, evaluation points, metrics, processes and run folder."""

@@ -1,0 +1,136 @@
+"""The trainer's policy update: ``num_iterations`` optimizer steps on a step's sequences, in
+micro-batches, with the clipped policy-gradient, TIS, KL and entropy terms of ``llm_runs.training.grpo``.
+A part of :class:`llm_runs.training.train.GRPOTrainer` (which holds the state these methods use)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+from llm_runs.config import lr_at
+
+
+class PolicyUpdate:
+    """Mixin of :class:`llm_runs.training.train.GRPOTrainer`: the policy update and the forward pass."""
+
+    def update(self, prompts: list[list[int]], completions: list[list[int]], sampler_logps: list[list[float]],
+               advantages: list[float], filler: tuple[list[int], list[int], list[float]] | None = None
+               ) -> dict[str, float]:
+        """``num_iterations`` optimizer steps on these sequences, in micro-batches (see grpo.py)."""
+        import torch
+
+        from llm_runs.training import grpo
+
+        cfg, acc, model = self.cfg, self.accelerator, self.model
+        mb = cfg.micro_batch_size
+        num_tokens, num_seqs = self._sum([float(sum(len(c) for c in completions)), float(len(completions))])
+        stats = {"loss/pg": 0.0, "loss/kl": 0.0, "policy/entropy": 0.0, "policy/clip_frac": 0.0,
+                 "policy/tis_weight": 0.0, "policy/tis_frac_capped": 0.0, "loss/total": 0.0,
+                 "sampler_logprob_gap_mean": 0.0}
+        gap_max = 0.0
+        if num_seqs == 0 or num_tokens == 0:  # every group filtered: no gradient this step
+            return {**stats, "optim/lr": lr_at(cfg, self.step), "optim/grad_norm": 0.0, "optim/skipped": 1.0,
+                    "sampler_logprob_gap_max": 0.0}
+        # Every process must run the same number of forward and backward passes (DDP and FSDP
+        # synchronise inside them): processes with fewer sequences repeat one with weight 0, and a
+        # process with none at all uses the filler sequence (weight 0).
+        local_empty = not completions
+        if local_empty:
+            if filler is None:
+                raise ValueError("update: a process with no sequences needs a filler sequence")
+            prompts, completions, sampler_logps, advantages = [filler[0]], [filler[1]], [filler[2]], [0.0]
+        n_micro = int(self._max(float(0 if local_empty else math.ceil(len(completions) / mb))))
+        chunks = [list(range(i * mb, min((i + 1) * mb, len(completions)))) for i in range(n_micro)]
+        chunks = [(c, 0.0 if local_empty else 1.0) if c else ([0], 0.0) for c in chunks]
+        old_logps: list[torch.Tensor | None] = [None] * n_micro
+        ref_logps: list[torch.Tensor | None] = [None] * n_micro  # computed once, reused by every iteration
+        if cfg.num_iterations > 1:  # pi_old must be frozen before the first optimizer step
+            with torch.no_grad():
+                for k, (c, _) in enumerate(chunks):
+                    if c:
+                        old_logps[k] = self._forward(model, prompts, completions, c, with_entropy=False)[0]
+        world = acc.num_processes
+        for it in range(cfg.num_iterations):
+            for k, (c, weight) in enumerate(chunks):
+                ctx = acc.no_sync(model) if k < n_micro - 1 else contextlib.nullcontext()
+                with ctx:
+                    logp, entropy, packed = self._forward(model, prompts, completions, c,
+                                                          with_entropy=cfg.entropy_coef > 0)
+                    mask = packed["response_mask"]
+                    width = mask.shape[1]
+                    old = old_logps[k] if old_logps[k] is not None else logp.detach()
+                    adv = torch.tensor([advantages[i] for i in c], device=logp.device).unsqueeze(1)
+                    token_loss, clipped = grpo.clipped_pg_loss(logp, old, adv, cfg.clip_eps, cfg.clip_eps_high)
+                    stats_tis = torch.ones_like(logp)
+                    sampler_lp = grpo.pad_values([sampler_logps[i] for i in c], width, device=logp.device)
+                    if it == 0:  # sampler vs trainer on the sampled tokens, before any update
+                        gap = (old - sampler_lp).abs() * mask * weight
+                        gap_max = max(gap_max, float(gap.max()))
+                        stats["sampler_logprob_gap_mean"] += float(gap.sum()) / num_tokens
+                    if cfg.tis:
+                        stats_tis = grpo.tis_weights(old, sampler_lp, cfg.tis_cap)
+                        token_loss = token_loss * stats_tis
+                    pg_loss = token_loss
+                    kl = torch.zeros_like(logp)
+                    if self.ref_model is not None:
+                        if ref_logps[k] is None:
+                            with torch.no_grad():
+                                ref_logps[k] = self._forward(self.ref_model, prompts, completions, c,
+                                                             with_entropy=False)[0]
+                        kl = grpo.kl_k3(logp, ref_logps[k])
+                        token_loss = token_loss + cfg.kl_coef * kl
+                    if cfg.entropy_coef > 0:
+                        token_loss = token_loss - cfg.entropy_coef * entropy
+                    else:
+                        with torch.no_grad():
+                            entropy = self._entropy_only(packed)
+                    w = grpo.token_weights(mask, cfg.loss_agg, num_tokens, num_seqs, cfg.max_new_tokens)
+                    w = w * (world * weight)  # DDP averages gradients over processes; undo that
+                    loss = (token_loss * w).sum()
+                    acc.backward(loss)
+                    if it == 0:  # statistics: token means over the whole (global) batch
+                        tm = mask * weight / num_tokens * world
+                        stats["loss/total"] += float(loss.detach()) / world
+                        stats["loss/pg"] += float((pg_loss.detach() * tm).sum()) / world
+                        stats["loss/kl"] += float((kl.detach() * tm).sum()) / world
+                        stats["policy/entropy"] += float((entropy.detach() * tm).sum()) / world
+                        stats["policy/clip_frac"] += float((clipped * tm).sum()) / world
+                        stats["policy/tis_weight"] += float((stats_tis * tm).sum()) / world
+                        stats["policy/tis_frac_capped"] += float(((stats_tis >= cfg.tis_cap) * tm).sum()) / world
+            grad_norm = 0.0
+            if cfg.max_grad_norm > 0:
+                grad_norm = float(acc.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr_at(cfg, self.step)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self._weights_version += 1
+        summed = self._sum([stats[k] for k in stats])  # each process holds its share of the global means
+        out = dict(zip(stats, summed))
+        out.update({"optim/lr": lr_at(cfg, self.step), "optim/grad_norm": grad_norm, "optim/skipped": 0.0,
+                    "sampler_logprob_gap_max": self._max(gap_max)})
+        return out
+
+    def _forward(self, model: Any, prompts: list[list[int]], completions: list[list[int]], idx: list[int],
+                 with_entropy: bool) -> tuple[Any, Any, dict[str, Any]]:
+        """Per-token log-probs (and entropy) of the completions ``idx`` under ``model``."""
+        from llm_runs.training import grpo
+
+        packed = grpo.pack([prompts[i] for i in idx], [completions[i] for i in idx],
+                           int(self.tokenizer.pad_token_id), device=self.accelerator.device)
+        width = packed["response_ids"].shape[1]
+        with self.accelerator.autocast():
+            out = model(input_ids=packed["input_ids"], attention_mask=packed["attention_mask"],
+                        position_ids=packed["position_ids"], use_cache=False, logits_to_keep=width + 1)
+        logits = out.logits[:, :-1]
+        packed["logits"] = logits
+        logp, entropy = grpo.token_logprobs_and_entropy(logits, packed["response_ids"], self.cfg.temperature,
+                                                        with_entropy=with_entropy)
+        return logp, entropy, packed
+
+    def _entropy_only(self, packed: dict[str, Any]) -> Any:
+        from llm_runs.training import grpo
+
+        return grpo.token_logprobs_and_entropy(packed["logits"].detach(), packed["response_ids"],
+                                               self.cfg.temperature, with_entropy=True)[1]
