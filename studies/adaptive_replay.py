@@ -16,7 +16,8 @@
 #
 # Sweeps: ``studies/results/organism/real/SPLIT`` and any ``studies/results/organism_f8/**/SPLIT``
 # folder of ``nN_bpB_sS/records.jsonl`` runs (picked up when they land). Run:
-# ``python studies/adaptive_replay.py`` (seconds) -> ``studies/results/adaptive_replay.json``.
+# ``python studies/adaptive_replay.py`` (seconds) -> ``studies/results/adaptive_replay.json``
+# (``ISOSIM_STUDY_OUT`` moves the output as for every study; the sweeps are read from here).
 
 # %%
 from __future__ import annotations
@@ -117,7 +118,11 @@ def main(results: Path = RESULTS, out: Path | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    rep = main()
+    from common import setup  # noqa: E402
+
+    # (seconds at any scale: --quick writes the same numbers under results/quick/)
+    _quick, _scale, _fig_dir, json_path = setup("adaptive_replay", "adaptive choice of n, replayed on the sweeps")
+    rep = main(out=json_path)
     for name, s in list(rep["sweeps"].items()) + [("all", {"summary": rep["summary"]})]:
         print(name)
         for pol, v in s["summary"].items():

@@ -169,3 +169,46 @@ def test_spread_start():
     assert ad.spread_start(GRID, 4) == [4, 16]
     assert ad.spread_start(GRID, 1000) == [32, 128]
     assert ad.spread_start(GRID) == [4, 32, 128]
+
+
+def write_sweep(folder, fns, seeds=(0, 1), budget=C, b_p=B_P, sigma=0.004):
+    for n in fns:
+        for s in seeds:
+            run = folder / f"n{n}_bp{b_p}_s{s}"
+            run.mkdir(parents=True)
+            rows = [{"run_id": run.name, "n": n, "b_p": b_p, "seed": s, "step": int(r // (b_p * n)), "rollouts": r,
+                     "val_avg": v, "budget": budget, "val_size": 300, "eval_n": 8}
+                    for r, v in sweep({n: fns[n]}, sigma=sigma, seed=s * 100 + n)[n]]
+            (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_replay_scores_a_fabricated_sweep_folder(tmp_path):
+    fns = {n: logistic_curve(.3 / (1 + math.log2(n / 4)), 1e3 * n ** 0.5) for n in (4, 8, 16, 32)}
+    write_sweep(tmp_path / "sw", fns)
+    sw = ad.load_sweep(tmp_path / "sw")
+    assert sorted(sw["runs"]) == [4, 8, 16, 32] and sw["seeds"] == [0, 1] and sw["eval_samples"] == 2400
+    budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= 2e4]
+    rows = ad.score_sweep(sw, budgets, predicted=lambda b: 16)
+    pols = {r["policy"] for r in rows}
+    assert pols == {"adaptive (prediction)", "adaptive (spread)", "successive halving", "one run at the predicted n"}
+    assert len(rows) == 4 * 2 * len(budgets)
+    for r in rows:
+        assert r["best"] == 4 and r["regret"] >= 0 and r["seed_se"] > 0
+        if r["policy"] == "one run at the predicted n":
+            assert r["chosen"] == 16 and r["overhead"] == 0
+        else:
+            assert r["chosen"] == 4 and 0 < r["overhead"] <= 1.0, r
+
+
+def test_load_sweep_bad_input(tmp_path):
+    with pytest.raises(IsosimError, match="no run folders"):
+        ad.load_sweep(tmp_path)
+    fns = {4: logistic_curve(.3, 1e3)}
+    write_sweep(tmp_path / "a", fns, seeds=(0,))
+    write_sweep(tmp_path / "a", fns, seeds=(1,), b_p=8)
+    with pytest.raises(IsosimError, match="several B_p"):
+        ad.load_sweep(tmp_path / "a")
+    (tmp_path / "e" / "n4_bp16_s0").mkdir(parents=True)
+    (tmp_path / "e" / "n4_bp16_s0" / "records.jsonl").write_text('{"n": 4}\n')
+    with pytest.raises(IsosimError, match="no records with val_avg"):
+        ad.load_sweep(tmp_path / "e")
