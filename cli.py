@@ -323,6 +323,9 @@ def validate(
                              out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request)
         plan.notes += launch_notes
+        if adaptive:
+            plan.notes.append("adaptive: the grid's runs start, pause and stop as the search decides "
+                              f"({out}/adaptive/decisions.json); the commands below are each run's full form")
         return plan
 
     plan = val.load_or_make_plan(out, request, build)
