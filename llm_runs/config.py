@@ -139,6 +139,8 @@ class RunConfig:
     run_id: str | None = _f(None, "run id in the records; default the name of --out")
     save_every: int = _f(25, "checkpoint every this many steps (and after the last step)")
     overwrite: bool = _f(False, "start afresh even if --out holds a run")
+    pause_at_rollouts: int | None = _f(None, "checkpoint and exit at the first step that reaches this many rollouts; "
+                                             "rerun with a larger value (or none) to continue the run exactly")
     save_final_model: bool = _f(False, "write the trained model (Hugging Face format) to OUT/final_model")
     tensorboard: bool = _f(False, "also log per-step metrics to TensorBoard (OUT/tb)")
 
@@ -231,6 +233,7 @@ class RunConfig:
         need(self.eval_max_new_tokens is None or self.eval_max_new_tokens >= 1, "eval_max_new_tokens must be >= 1")
         need(self.train_eval_size >= 0, "train_eval_size must be >= 0")
         need(self.save_every >= 1, "save_every must be >= 1 step")
+        need(self.pause_at_rollouts is None or self.pause_at_rollouts > 0, "pause_at_rollouts must be > 0")
         need(bool(self.out), "out must name a folder")
 
     # --- derived quantities ----------------------------------------------------------------

@@ -32,6 +32,7 @@ STATE_FILE = "trainer_state.json"
 RESUMABLE_CHANGES = frozenset({
     "overwrite", "save_every", "tensorboard", "save_final_model", "reward_workers", "sampler_batch_size",
     "vllm_gpu_memory_utilization", "vllm_sleep", "micro_batch_size", "gradient_checkpointing", "out",
+    "pause_at_rollouts",
 })
 
 
