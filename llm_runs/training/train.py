@@ -176,6 +176,10 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             ref_dtype = torch.bfloat16 if use_bf16 else torch.float32
             self.ref_model = models.load_model(self.model_path, dtype=ref_dtype).to(acc.device).eval()
             self.ref_model.requires_grad_(False)
+        self._lean_parts: dict[int, Any] = {}
+        if cfg.train_forward == "lean" and self.world > 1:
+            raise IsosimError("train_forward 'lean' runs in one process (it calls the model's modules directly, "
+                              "past DDP's hooks): use train_forward hf with several processes")
         self.sampler = make_sampler(cfg.sampler, model=acc.unwrap_model(self.model), tokenizer=self.tokenizer,
                                     eos_ids=self.eos_ids, model_path=self.model_path, cfg=cfg, accelerator=acc)
         self._weights_version, self._sampler_version = 0, -1
