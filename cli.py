@@ -299,8 +299,10 @@ def validate(
     accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP/FSDP/DeepSpeed)"),
     distributed: str = typer.Option("auto", help="slurm: auto (FSDP for models that do not fit plain DDP), ddp or fsdp"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="find the best n for the budget: start n around the prediction (--n: the grid), stop dominated runs, extend the winner to the budget"),
 ) -> None:
-    """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C)."""
+    """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C).
+    With --adaptive: one run per n of a grid, stopped when dominated, the winner continued to C."""
     from isosim.errors import IsosimError
     from isosim.frontier.report import metric_column
     from llm_runs.launch import validate as val
@@ -330,16 +332,28 @@ def validate(
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
                "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
                **({"train_size": train_size} if train_size is not None else {})}
+    if adaptive:
+        request["adaptive"] = True
+        if seeds != 1:
+            raise IsosimError("--adaptive runs one seed per n: drop --seeds")
 
     def build() -> "val.ValidationPlan":
         problems = train_size if train_size is not None else val.count_train_problems(model, data, settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
+        grid = n_list
+        if adaptive and not grid:  # every power of two the limits allow
+            from llm_runs.launch.adaptive import default_grid
+
+            grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
-                             out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, b_max=b_max,
+                             out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request)
         plan.notes += launch_notes
+        if adaptive:
+            plan.notes.append("adaptive: the grid's runs start, pause and stop as the search decides "
+                              f"({out}/adaptive/decisions.json); the commands below are each run's full form")
         return plan
 
     plan = val.load_or_make_plan(out, request, build)
@@ -350,6 +364,11 @@ def validate(
         typer.echo(line)
     if dry_run:
         typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
+        return
+    if adaptive:
+        from llm_runs.launch.adaptive import run_adaptive
+
+        run_adaptive(plan, launcher=launcher, opts=opts, metric=metric_column(metric), log=lambda s: typer.echo(s))
         return
     if launcher == "local":
         val.run_local(plan, log=lambda s: typer.echo(s))
