@@ -78,6 +78,11 @@ def launch(cfg: dict, log: Path) -> int:
 
 def cmd_run(a: argparse.Namespace) -> None:
     extra = json.loads(a.extra) if a.extra else {}
+    if a.lean:  # the lean sampling loop and update forward (same draws; see docs/organism.md, Speed)
+        extra = {"sampler": "lean", "train_forward": "lean", **extra}
+    # a cheap part: the full-budget run, checkpointed at the first step past PAUSE rollouts (its
+    # evaluation points are the full run's); rerun without --pause-at to continue it exactly
+    extra["pause_at_rollouts"] = int(float(a.pause_at)) if a.pause_at else None
     jobs = []
     for setting in a.setting:
         for n in [int(x) for x in a.n.split(",")]:
@@ -146,6 +151,7 @@ def cmd_predict(a: argparse.Namespace) -> None:
                     n_values=[int(x) for x in a.n.split(",")], seeds=list(range(a.seeds)),
                     max_rollouts=float(a.budget), train_problems=s["max_train_problems"],
                     dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None)
+        s["data"] = str(Path(s["data"]).relative_to(ROOT))
         out[sweep_name] = {"setting": {"name": setting, **s, "calibration": a.calibration}, **p}
         print(f"{sweep_name}: n* {p['n_star']} n_sat {p['n_sat']} {p['n_sat_ci']}")
     _merge_write(Path(a.out), out)
@@ -179,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--out", required=True)
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--extra", default="", help="JSON object of further RunConfig settings")
+    r.add_argument("--lean", action="store_true", help="sampler and train_forward 'lean'")
+    r.add_argument("--pause-at", default="", help="stop each run at this many rollouts (resumable)")
     t = sub.add_parser("table")
     t.add_argument("folder")
     q = sub.add_parser("predict")
