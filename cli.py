@@ -22,13 +22,18 @@ app = typer.Typer(
 
 
 def _fresh_out(kind: str) -> Path:
+    """A new folder ``runs/<kind>-<time>[-i]``, created here (two commands started in the same
+    second get two folders)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path("runs") / f"{kind}-{stamp}"
-    i = 1
-    while out.exists():
-        out = Path("runs") / f"{kind}-{stamp}-{i}"
-        i += 1
-    return out
+    Path("runs").mkdir(exist_ok=True)
+    for i in range(10_000):
+        out = Path("runs") / (f"{kind}-{stamp}" + (f"-{i}" if i else ""))
+        try:
+            out.mkdir()
+        except FileExistsError:
+            continue
+        return out
+    raise RuntimeError(f"no free folder name runs/{kind}-{stamp}-*")
 
 
 def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
