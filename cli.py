@@ -22,6 +22,8 @@ app = typer.Typer(
 )
 
 
+CAVEAT = ("note: n comes from the simulator, whose one test on a real learner (the model organism, README "What is "
+          "validated") was 3 octaves too high and lost to taking the smallest n; check it with isosim validate")
 VAL_SIZE = 300  # llm_runs.config.RunConfig.val_size's default, quoted in validate's help (a test keeps them equal)
 
 
@@ -195,6 +197,7 @@ def recommend(
                    f"{r.advised_recipe} recipe would test something that was not simulated")
     sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
     typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
+    typer.echo(CAVEAT)
 
 
 @app.command()

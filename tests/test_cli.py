@@ -219,3 +219,12 @@ def test_summary_table_says_how_many_budgets_it_shows(explored):
     shown = len(data["budgets"]) if len(data["budgets"]) <= 12 else 12
     if shown < len(data["budgets"]):
         assert f"{shown} of {len(data['budgets'])} budgets shown" in " ".join(res.stdout.split())
+
+
+def test_recommend_says_where_its_n_comes_from(tmp_path):
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "ISOSIM_CACHE": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", "import cli; cli.main()", "recommend", "--budget", "1e4", "--quick"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "n comes from the simulator" in text and "isosim validate" in text
