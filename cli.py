@@ -22,8 +22,8 @@ app = typer.Typer(
 )
 
 
-CAVEAT = ("note: n comes from the simulator, whose one test on a real learner (the model organism, README "What is "
-          "validated") was 3 octaves too high and lost to taking the smallest n; check it with isosim validate")
+CAVEAT = ("note: n comes from the simulator, whose one test on a real learner (the model organism; README, 'What is "
+          "validated') was 3 octaves too high and lost to taking the smallest n; check it with isosim validate")
 VAL_SIZE = 300  # llm_runs.config.RunConfig.val_size's default, quoted in validate's help (a test keeps them equal)
 
 
