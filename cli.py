@@ -22,8 +22,6 @@ app = typer.Typer(
 )
 
 
-CAVEAT = ("note: n comes from the simulator, whose one test on a real learner (the model organism; README, 'What is "
-          "validated') was 3 octaves too high and lost to taking the smallest n; check it with isosim validate")
 VAL_SIZE = 300  # llm_runs.config.RunConfig.val_size's default, quoted in validate's help (a test keeps them equal)
 
 
@@ -156,7 +154,7 @@ def recommend(
     preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
     max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
-    problems: Optional[int] = typer.Option(None, help="training-set size (smaller sets saturate lower)"),
+    problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -195,9 +193,8 @@ def recommend(
         typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
                    f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
                    f"{r.advised_recipe} recipe would test something that was not simulated")
-    sat = "none (no learning simulated)" if r.n_sat is None else f"{r.n_sat:.0f}"
-    typer.echo(f"predicted n_sat = {sat}; simulated sweep in {r.sweep_dir}")
-    typer.echo(CAVEAT)
+    for line in rec.certainty_lines(r):
+        typer.echo(line)
 
 
 @app.command()
@@ -277,6 +274,31 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
 
 
 @app.command()
+def predict(
+    runs: Path = typer.Option(..., "--runs", help="folder of a sweep's run folders (*/records.jsonl + config.json)"),
+    max_rollouts: float = typer.Option(..., help="the cheap part: read only records at or below this many rollouts"),
+    budget: float = typer.Option(..., help="the full budget of every run, to predict the frontier up to"),
+    method: str = typer.Option("shift", help="shift, free or independent (isosim.predict.extrapolate)"),
+    n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values of the runs to read (default: all)"),
+    key: Optional[str] = typer.Option(None, help="store the prediction under this key of --out (e.g. easy-128)"),
+    setting: Optional[str] = typer.Option(None, help="a line naming the sweep's setting, stored in the entry"),
+    out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
+    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
+) -> None:
+    """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
+    from isosim.predict import extrapolate
+
+    entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
+                                           n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
+                                           log=lambda s: typer.echo(s))
+    if setting:
+        entry["setting"] = setting
+    path = extrapolate.write_entry(out, key, entry)
+    typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
+               f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))
+
+
+@app.command()
 def validate(
     model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
     data: str = typer.Option(..., help=f"problems (JSON Lines or hf:NAME); {VAL_SIZE} of them are held out for validation (--set val_size=N, or --set val_data=FILE), the rest train"),
@@ -290,6 +312,7 @@ def validate(
     b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
+    train_size: Optional[int] = typer.Option(None, "--train-size", min=1, help="training-set size the prediction simulates (default: counted from --data)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
     config: Optional[Path] = typer.Option(None, help="base llm_runs.training.train settings (JSON/YAML) for every run"),
     set_: list[str] = typer.Option([], "--set", help="llm_runs.training.train setting key=value for every run (repeatable)"),
@@ -308,8 +331,10 @@ def validate(
     accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP or FSDP; DeepSpeed is refused)"),
     distributed: str = typer.Option("auto", help="slurm: auto (FSDP for models that do not fit plain DDP), ddp or fsdp"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="find the best n for the budget: start n around the prediction (--n: the grid), stop dominated runs, extend the winner to the budget"),
 ) -> None:
-    """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C)."""
+    """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C).
+    With --adaptive: one run per n of a grid, stopped when dominated, the winner continued to C."""
     from isosim.errors import IsosimError
     from isosim.frontier.report import metric_column
     from llm_runs.launch import validate as val
@@ -337,16 +362,30 @@ def validate(
     out = out or _fresh_out("validate")
     request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
-               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick}
+               "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
+               **({"train_size": train_size} if train_size is not None else {})}
+    if adaptive:
+        request["adaptive"] = True
+        if seeds != 1:
+            raise IsosimError("--adaptive runs one seed per n: drop --seeds")
 
     def build() -> "val.ValidationPlan":
-        problems = val.count_train_problems(model, data, settings)
+        problems = train_size if train_size is not None else val.count_train_problems(model, data, settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
+        predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
+        grid = n_list
+        if adaptive and not grid:  # every power of two the limits allow
+            from llm_runs.launch.adaptive import default_grid
+
+            grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
-                             out=str(out), b_p=b_p, n_list=n_list, seeds=seeds, min_steps=min_steps, b_max=b_max,
+                             out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request)
         plan.notes += launch_notes
+        if adaptive:
+            plan.notes.append("adaptive: the grid's runs start, pause and stop as the search decides "
+                              f"({out}/adaptive/decisions.json); the commands below are each run's full form")
         return plan
 
     plan = val.load_or_make_plan(out, request, build)
@@ -357,6 +396,11 @@ def validate(
         typer.echo(line)
     if dry_run:
         typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
+        return
+    if adaptive:
+        from llm_runs.launch.adaptive import run_adaptive
+
+        run_adaptive(plan, launcher=launcher, opts=opts, metric=metric_column(metric), log=lambda s: typer.echo(s))
         return
     if launcher == "local":
         val.run_local(plan, log=lambda s: typer.echo(s))

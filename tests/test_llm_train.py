@@ -221,3 +221,21 @@ def test_smollm2_end_to_end(tmp_path):
     assert main(args) == 0
     df = normalize(pd.read_json(out / "records.jsonl", lines=True), source="smollm2")
     assert df["step"].tolist() == [0, 1, 2]
+
+
+def test_pause_and_continue_gives_the_records_of_an_uninterrupted_run(assets, tmp_path):
+    """``--pause-at-rollouts`` checkpoints and exits; rerunning with a larger value (or none)
+    continues the run exactly: same evaluation steps, same records and step metrics."""
+    ref_out, out = tmp_path / "ref", tmp_path / "paused"
+    assert main(argv(assets, ref_out, save_every=100)) == 0
+    assert main(argv(assets, out, save_every=100, pause_at_rollouts=32)) == 0
+    assert [r["step"] for r in read_jsonl(out / "records.jsonl")] == [0, 1, 2]
+    assert json.loads((out / "checkpoint" / "trainer_state.json").read_text())["step"] == 2
+    assert main(argv(assets, out, save_every=100, pause_at_rollouts=32)) == 0  # already there: nothing runs
+    assert len(read_jsonl(out / "metrics.jsonl")) == 2
+    assert main(argv(assets, out, save_every=100, pause_at_rollouts=60)) == 0  # step 4 (64 rollouts)
+    assert main(argv(assets, out, save_every=100, pause_at_rollouts="none")) == 0
+    rows, ref_rows = read_jsonl(out / "records.jsonl"), read_jsonl(ref_out / "records.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 6]
+    assert strip_volatile(rows) == strip_volatile(ref_rows)
+    assert strip_volatile(read_jsonl(out / "metrics.jsonl")) == strip_volatile(read_jsonl(ref_out / "metrics.jsonl"))

@@ -1,5 +1,7 @@
 """recommend's choice of n near saturation, and its B_p rule."""
 
+import pytest
+
 from isosim.predict.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
 
 
@@ -72,3 +74,65 @@ def test_recipe_of_a_mix_follows_its_share_of_hard_problems():
         assert get_preset(name)["kl"] == 0 == get_preset(name)["entropy"], name
     for name in ("easy", "very-easy", "hard:0.1,easy:0.9"):
         assert get_preset(name)["kl"] > 0 and get_preset(name)["entropy"] > 0, name
+
+
+def test_n_sat_is_reported_only_when_saturated_a_decade_before_the_budget():
+    from isosim.predict.recommend import saturated_by
+
+    # n*(C) rising through 1e5: at 1e6 its plateau (64) was reached by 1e5; at 1e5 it was not
+    fit = {"n_sat": 64.0, "n_low": 4.0, "log_c_mid": 4.0, "slope": 4.0, "saturated": True}
+    assert saturated_by({"fit": fit}, 1e6) is True
+    assert saturated_by({"fit": fit}, 1e5) is False
+    assert saturated_by({"fit": {**fit, "saturated": False}}, 1e9) is False
+    assert saturated_by({"fit": {**fit, "n_sat": None}}, 1e6) is None
+
+
+def test_certainty_names_the_choices_the_noise_cannot_separate():
+    from isosim.predict.recommend import certainty
+
+    res = _result({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.7259})
+    res.update(noise=0.002, n_star_band={"lo": [64], "hi": [2048]})
+    c = certainty(res, 64, seeds=4)  # se .001: 256 (.0015 away) and 2048 (.0019) are within 2 se, 8 is not
+    assert c["n_interval"] == [64.0, 2048.0] and c["expected_regret"] == pytest.approx(0.0019)
+    assert c["indistinguishable"] == [256, 2048] and c["noise_se"] == pytest.approx(0.001)
+
+
+def test_track_record_is_read_from_the_scoreboard(tmp_path):
+    import json
+
+    from isosim.predict.recommend import track_record
+
+    doc = {"sweeps": {"easy-3200": {"n_best_raw": [4, 4], "predictors": {"isosim_profile": {
+        "n_pick": 16, "regret": 0.065, "noise": 0.009, "octaves_max": 2}}}}}
+    (tmp_path / "sb.json").write_text(json.dumps(doc))
+    assert track_record(tmp_path / "sb.json") == [{"sweep": "easy-3200", "n_pick": 16, "n_best": 4, "regret": 0.065,
+                                                   "noise": 0.009, "octaves_max": 2}]
+    assert track_record(tmp_path / "missing.json") == []
+
+
+def test_recommend_and_validate_dry_run_agree_for_one_training_set_size(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "ISOSIM_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(root)}
+    rec = subprocess.run([sys.executable, "cli.py", "recommend", "--budget", "20000", "--quick", "--train-size", "500",
+                          "--json"], cwd=root, capture_output=True, text=True, env=env)
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    r = json.loads(rec.stdout)
+    assert r["train_size"] == 500 and r["train_size_source"] == "given"
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
+    val = subprocess.run([sys.executable, "cli.py", "validate", "--model", "none", "--data", str(data), "--budget",
+                          "20000", "--preset", "easy", "--quick", "--train-size", "500", "--dry-run", "--n-boot", "0",
+                          "--out", str(tmp_path / "val")], cwd=root, capture_output=True, text=True, env=env)
+    assert val.returncode == 0, val.stderr[-2000:]
+    first = val.stdout.splitlines()[0]
+    assert f"n*(C=20000) = {r['predicted']['n_star'][-1]}," in first and "training-set size 500 (--train-size)" in first
+    text = subprocess.run([sys.executable, "cli.py", "recommend", "--budget", "20000", "--quick", "--train-size", "500"],
+                          cwd=root, capture_output=True, text=True, env=env).stdout
+    assert "training-set size simulated: 500 (given)" in text and "uncalibrated" in text
+    assert "profile-only picked n" in text  # the committed scoreboard's track record

@@ -64,7 +64,7 @@ from isosim.frontier.ties import (
 
 
 def _nstar_summary(nfit: NStarFit | None, boot: list[NStarFit], n_max: float, ci: tuple[float, float],
-                   used: int) -> dict[str, Any]:
+                   used: int, n_min: float | None = None) -> dict[str, Any]:
     """The JSON block of one n*(C) fit (``fit`` or ``fit_tol``) with its bootstrap intervals."""
 
     def interval(vals: list[float]) -> list[float] | None:
@@ -73,8 +73,11 @@ def _nstar_summary(nfit: NStarFit | None, boot: list[NStarFit], n_max: float, ci
     if nfit is None:
         return {"n_sat": None, "n_sat_ci": None, "n_low": None, "log_c_mid": None, "log_c_mid_ci": None,
                 "slope": None, "slope_ci": None, "loss": None, "flat": None, "saturated": None,
-                "at_bound": [], "budgets_used": used}
+                "at_floor": None, "at_bound": [], "budgets_used": used}
     hi_ci = interval([f.hi for f in boot])
+    # the upper level on the smallest n tried: n* never left the grid's floor, so no saturation is
+    # seen either (it may lie lower); flagged like a top hit
+    at_floor = bool(n_min is not None and n_min < n_max and nfit.hi < math.log2(n_min) + SAT_MARGIN_OCTAVES)
     return {
         "n_sat": nfit.n_sat,
         "n_sat_ci": None if hi_ci is None else [2.0**v for v in hi_ci],
@@ -85,7 +88,8 @@ def _nstar_summary(nfit: NStarFit | None, boot: list[NStarFit], n_max: float, ci
         "slope_ci": interval([f.slope for f in boot]),
         "loss": nfit.loss,
         "flat": nfit.flat,
-        "saturated": bool(nfit.hi < math.log2(n_max) - SAT_MARGIN_OCTAVES),
+        "saturated": bool(nfit.hi < math.log2(n_max) - SAT_MARGIN_OCTAVES) and not at_floor,
+        "at_floor": at_floor,
         "at_bound": list(nfit.at_bound),
         "budgets_used": used,
     }
@@ -104,7 +108,10 @@ def _fit_warnings(name: str, block: dict[str, Any], n_max: float) -> list[str]:
     out = []
     if block["n_sat"] is None:
         return [f"{name}: no budget shows learning beyond the seed noise; no n*(C) fit"]
-    if not block["saturated"]:
+    if block.get("at_floor"):
+        out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) sits at the smallest n tried: n* never "
+                   "leaves the grid's floor, saturation is not seen, n_sat may lie lower")
+    elif not block["saturated"]:
         out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) reaches the largest n tried "
                    f"({n_max:.0f}): saturation is not seen, n_sat may lie higher")
     values = {"n_low": block["n_low"], "n_sat": block["n_sat"], "log_c_mid": block["log_c_mid"],
@@ -202,8 +209,9 @@ def analyze(
                 if f is not None:
                     sink.append(f)
 
-    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning.sum()))
-    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning.sum()))
+    n_min = float(min(n_values))
+    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning.sum()), n_min)
+    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning.sum()), n_min)
     fit_block["n_sat_ci_argmax"] = fit_block["n_sat_ci"]
     cis = [c for c in (fit_block["n_sat_ci"], tol_block["n_sat_ci"]) if c]
     if cis:
@@ -283,7 +291,10 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
     ``fit.n_sat_ci``          [lo, hi] bootstrap interval of n_sat widened to ``fit_tol``'s
                               interval (ties), or null; ``fit.n_sat_ci_argmax``: the argmax fit's alone
     ``fit.saturated``         bool, false when the upper level reaches the largest n tried (within
-                              half an octave): saturation not seen, n_sat may lie higher
+                              half an octave): saturation not seen, n_sat may lie higher; false as
+                              well when it sits on the smallest n tried (``at_floor``)
+    ``fit.at_floor``          bool, the upper level is within half an octave of the smallest n tried:
+                              n* never left the grid's floor, n_sat may lie lower
     ``fit.at_bound``          list[str], parameters (n_low, n_sat, log_c_mid, slope) on a fit bound
     ``fit.budgets_used``      int, learning budgets the fit used
     ``fit_tol``               the same block (without n_sat_ci_argmax) for the fit of n_tol(C)
@@ -308,6 +319,26 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
     if missing:
         raise IsosimError(f"not an analyze result: missing {', '.join(missing)}")
     return write_json(path, result, indent=2)
+
+
+def frontier_summary(res: dict[str, Any]) -> dict[str, Any]:
+    """The schema shared by predictions and measurements of a frontier (the organism files), from an
+    ``analyze`` result: budgets, n_star, n_tol, n_tie_hi, learning, n_sat, n_sat_ci, saturated,
+    at_floor, the warnings and, with a bootstrap, ``n_star_band`` (the distribution of n* per budget:
+    its 5th and 95th percentiles over resampled seeds, ``lo`` from n_tol and ``hi`` from n_tie_hi)."""
+    fit = res.get("fit") or {}
+    return {
+        "budgets": [float(b) for b in res["budgets"]],
+        "n_star": [int(v) for v in res["n_star"]],
+        "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
+        "n_tie_hi": [None if v is None else int(v) for v in res.get("n_tie_hi", [])],
+        "learning": res.get("learning"),
+        "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
+        "saturated": fit.get("saturated"), "at_floor": fit.get("at_floor"),
+        "warnings": list(res.get("warnings", [])),
+        **({"n_star_band": {k: [float(v) for v in res["n_star_band"][k]] for k in ("lo", "hi")}}
+           if res.get("n_star_band") else {}),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -344,7 +375,7 @@ from isosim.frontier.side_analyses import (
 __all__ = [  # (the pieces live in points, fits, envelope, ties and side_analyses; this module names them all)
     "DEFAULT_TOL", "LEARN_Z", "LN10", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
     "RunPoints", "analyze", "bp_sensitivity", "check_budgets", "collect_runs", "default_budgets", "fit_n_star",
-    "fit_per_n", "fit_saturating", "frontier", "hist_at_matched_compute", "jsonable", "learning_budgets",
+    "fit_per_n", "fit_saturating", "frontier", "frontier_summary", "hist_at_matched_compute", "jsonable", "learning_budgets",
     "metric_split", "point_frontier", "prepare", "q2_split", "record_breaking", "seed_noise", "tie_band",
     "upper_envelope", "write_frontier_json",
 ]

@@ -146,7 +146,8 @@ def _fit_line(name: str, fit: dict[str, Any], ci_label: str, ci_note: str = "") 
         return f"{name}: none (no budget shows learning beyond the seed noise)"
     ci = fit.get("n_sat_ci")
     ci_txt = f" ({ci_label} {ci[0]:.0f}-{ci[1]:.0f}{ci_note})" if ci else ""
-    sat = "" if fit.get("saturated", True) else ", not saturated: reaches the largest n tried"
+    sat = (", not saturated: sits at the smallest n tried" if fit.get("at_floor")
+           else "" if fit.get("saturated", True) else ", not saturated: reaches the largest n tried")
     return (f"{name} = {fit['n_sat']:.0f}{ci_txt}{sat}, log10 C_mid = {fit['log_c_mid']:.2f}, "
             f"slope = {fit['slope']:.2f}")
 

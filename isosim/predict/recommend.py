@@ -64,6 +64,25 @@ class Recommendation:
     """the simulated recipe (``recipe``) differs from the advised one"""
     simulated_config: dict = field(default_factory=dict)
     """the SimConfig fields of the simulated sweep behind the prediction (all runs share them)"""
+    train_size: int | None = None
+    """the training-set size simulated (given, or the preset's default)"""
+    train_size_source: str = ""
+    """``given`` or ``preset default``"""
+    saturated_by_budget: bool | None = None
+    """n*(C) has reached its fitted plateau a decade before the budget (n_sat is then reported);
+    False: not saturated by the budget (n_sat would only be where the simulated grid stops)"""
+    n_interval: list | None = None
+    """[lo, hi] of n* at the budget over the bootstrap of simulated seeds (from the tie band)"""
+    expected_regret: float | None = None
+    """simulated frontier reward at the budget minus the recommended n's (the cost of the choice)"""
+    noise_se: float | None = None
+    """standard error of a seed mean of the simulated metric (run-to-run sd / sqrt(seeds))"""
+    indistinguishable: list = field(default_factory=list)
+    """n whose simulated reward at the budget is within 2 noise_se of the recommended n's"""
+    calibrated: dict | None = None
+    """the profile's dynamics calibration (preset, fitted settings, cheap runs) when it has one"""
+    track_record: list = field(default_factory=list)
+    """what uncalibrated (profile-only) predictions scored on real sweeps (studies/results/scoreboard.json)"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,12 +128,34 @@ def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:
     return n, best_n, rewards[n] - top
 
 
+def saturated_by(result: dict[str, Any], budget: float) -> bool | None:
+    """Whether the fitted n*(C) reached its plateau a decade before ``budget``: n*(C / 10) within
+    half an octave of n_sat, and the fit saturated. Otherwise the fitted n_sat is only where the
+    simulated budgets stop (it grows with the budget asked), not a property of model and data."""
+    from isosim.frontier.fits import NStarFit
+
+    fit = result["fit"]
+    if fit.get("n_sat") is None:
+        return None
+    if not fit.get("saturated"):
+        return False
+    f = NStarFit(lo=math.log2(fit["n_low"]), hi=math.log2(fit["n_sat"]), log_c_mid=fit["log_c_mid"],
+                 slope=fit["slope"], loss=0.0)
+    return bool(abs(math.log2(float(f.predict(budget / 10.0))) - f.hi) <= 0.5)
+
+
 def _n_sat_text(result: dict[str, Any]) -> str:
     fit = result["fit"]
     if fit["n_sat"] is None:
         return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
+    budget = float(result["budgets"][-1])
+    if not saturated_by(result, budget):
+        return (f"n* is not saturated by C = {budget:.3g} (no plateau inside the simulated grid a decade before "
+                f"it; the fitted upper level {fit['n_sat']:.0f} is not a saturation point)")
     txt = f"fitted saturation n_sat = {fit['n_sat']:.0f}"
-    if fit.get("saturated") is False:
+    if fit.get("at_floor"):
+        txt += " (not saturated: the fit sits at the smallest n simulated)"
+    elif fit.get("saturated") is False:
         txt += " (not saturated: the fit reaches the largest n simulated)"
     tol = result.get("fit_tol") or {}
     if tol.get("n_sat") is not None:
@@ -163,7 +204,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
 
         read_profile(profile)
         overrides["profile"] = str(Path(profile).resolve())
-    if problems is not None and not quick:
+    if problems is not None:
         overrides["n_train"] = int(max(problems, 32))
     settings = {**get_preset(name), **overrides}
     plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=float(budget),
@@ -171,8 +212,9 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     store = cache_dir() / plan.plan_id
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
     df = sweep.run_sweep(plan, store, progress=progress, wait=True)
-    result = analysis.analyze(df, metric=metric, n_boot=0 if quick else 100, seed=0, tol=NEAR_TIE)
+    result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
     n, best_n, gap = smallest_near_optimal_n(result)
+    sure = certainty(result, n, seeds)
     reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
                      f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
                      f"which leaves the most steps; " + _n_sat_text(result))}
@@ -203,5 +245,106 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
         predicted={k: result[k] for k in ("budgets", "n_star", "reward", "n_tol", "n_tie_hi", "learning")},
         reasons=reasons, sweep_dir=str(store), hard_share=share, advised_recipe=advised, recipe_mismatch=mismatch,
-        simulated_config=simulated,
+        simulated_config=simulated, train_size=int(plan.base.get("n_train", settings.get("n_train", 0)) or 0) or None,
+        train_size_source="given" if problems is not None else "preset default",
+        saturated_by_budget=saturated_by(result, float(result["budgets"][-1])), **sure,
+        calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
     )
+
+
+def certainty(result: dict[str, Any], n: int, seeds: int) -> dict[str, Any]:
+    """How sure the simulated answer is at the top budget: the bootstrap interval of n*, the
+    expected regret of ``n`` (frontier minus its fitted reward) and the n it cannot tell from ``n``
+    (fitted rewards within 2 standard errors of a seed mean)."""
+    from isosim.frontier.analysis import FitResult
+
+    budget = float(result["budgets"][-1])
+    rewards = {}
+    for key, d in result["per_n"].items():
+        if float(d["max_rollouts"]) >= budget * 0.99 and float(d["min_rollouts"]) <= budget:
+            rewards[int(key)] = float(FitResult.from_dict(d).predict(budget))
+    band = result.get("n_star_band")
+    interval = None if not band else [float(band["lo"][-1]), float(band["hi"][-1])]
+    se = float(result.get("noise") or 0.0) / math.sqrt(max(seeds, 1))
+    if n not in rewards:
+        return {"n_interval": interval, "expected_regret": None, "noise_se": se, "indistinguishable": []}
+    regret = max(rewards.values()) - rewards[n]
+    close = sorted(k for k, r in rewards.items() if k != n and abs(r - rewards[n]) <= 2 * se)
+    return {"n_interval": interval, "expected_regret": float(regret), "noise_se": se, "indistinguishable": close}
+
+
+def _calibration(profile: str | None) -> dict[str, Any] | None:
+    """The dynamics block and the cheap runs of a calibrated profile (None for a rates-only one)."""
+    if profile is None:
+        return None
+    import json
+
+    try:
+        doc = json.loads(Path(profile).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("dynamics"), dict):
+        return None
+    fit = doc.get("fit") or {}
+    return {"preset": doc["dynamics"].get("preset"), "fitted": doc["dynamics"].get("fitted"),
+            "runs": fit.get("runs"), "n_values": fit.get("n_values"), "max_rollouts": fit.get("max_rollouts"),
+            "rmse": fit.get("rmse")}
+
+
+SCOREBOARD = Path(__file__).resolve().parents[2] / "studies" / "results" / "scoreboard.json"
+
+
+def track_record(path: Path = SCOREBOARD) -> list[dict[str, Any]]:
+    """What the uncalibrated (profile-only) predictions scored on the real sweeps of the scoreboard:
+    per sweep, the n picked at the top budget, its regret and the seed noise. Empty without one."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out = []
+    for key, sweep in (doc.get("sweeps") or {}).items():
+        r = (sweep.get("predictors") or {}).get("isosim_profile") or {}
+        if r.get("regret") is None:
+            continue
+        best = sweep.get("n_best_raw") or [None]
+        out.append({"sweep": key, "n_pick": r["n_pick"], "n_best": best[-1], "regret": r["regret"],
+                    "noise": r["noise"], "octaves_max": r.get("octaves_max")})
+    return out
+
+
+def certainty_lines(r: Recommendation) -> list[str]:
+    """What the recommendation rests on and how sure it is, as lines for the terminal."""
+    lines = [f"training-set size simulated: {r.train_size} ({r.train_size_source})"]
+    if r.n_sat is None:
+        lines.append("predicted n_sat: none (no learning simulated)")
+    elif not r.saturated_by_budget:
+        lines.append(f"predicted n_sat: not saturated by C = {r.budget:.3g} (n* reached no plateau inside the "
+                     f"simulated grid a decade before C; its fitted upper level {r.n_sat:.0f} is not a saturation point)")
+    else:
+        ci = f" ({r.n_sat_ci[0]:.0f}-{r.n_sat_ci[1]:.0f})" if r.n_sat_ci else ""
+        lines.append(f"predicted n_sat = {r.n_sat:.0f}{ci}")
+    if r.n_interval:
+        lines.append(f"n* at C over the simulated seeds' bootstrap: {r.n_interval[0]:.0f}-{r.n_interval[1]:.0f}")
+    if r.expected_regret is not None:
+        lines.append(f"expected regret of n = {r.n}: {r.expected_regret:.4f} {r.metric} below the simulated "
+                     f"frontier (seed noise of a mean: {r.noise_se:.4f})")
+    if r.indistinguishable:
+        lines.append(f"cannot tell n = {r.n} from n = {', '.join(map(str, r.indistinguishable))} (simulated rewards "
+                     f"within 2 x {r.noise_se:.4f}): any of them is as good by this prediction")
+    if r.calibrated:
+        c = r.calibrated
+        lines.append(f"calibrated: dynamics fitted to real runs {c.get('runs')} (n {c.get('n_values')}, records "
+                     f"<= {c.get('max_rollouts')} rollouts, rmse {c.get('rmse') or float('nan'):.3g}) on the "
+                     f"{c.get('preset')} preset")
+    else:
+        lines.append(f"uncalibrated: this is the simulator's preset dynamics (the profile gives only pass rates); "
+                     "calibrate on cheap real runs (isosim calibrate --dynamics, isosim predict) before trusting it")
+        for t in r.track_record:
+            lines.append(f"  on the real sweep {t['sweep']}, profile-only picked n = {t['n_pick']} at the top budget "
+                         f"(best measured: {t['n_best']}): regret {t['regret']:.4f} (seed noise {t['noise']:.4f})")
+        if not r.track_record:
+            lines.append("  (no scoreboard of real sweeps found: studies/results/scoreboard.json)")
+    lines.append(f"simulated sweep in {r.sweep_dir}")
+    return lines

@@ -103,6 +103,8 @@ def predict(budget: float, *, preset: str | None = None, profile: str | None = N
         "advised_recipe": r.advised_recipe, "recipe_mismatch": r.recipe_mismatch, "hard_share": r.hard_share,
         "simulated_config": r.simulated_config, "b_max": b_max,
         "lr": float(r.lr), "metric": metric, "quick": quick, "sweep_dir": r.sweep_dir,
+        "train_size": r.train_size, "train_size_source": r.train_size_source,
+        "saturated_by_budget": r.saturated_by_budget,
         "curve": {"budgets": [float(b) for b in r.predicted["budgets"]],
                   "n_star": [int(n) for n in r.predicted["n_star"]]},
         "reasons": r.reasons,
@@ -330,7 +332,10 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
     """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them)."""
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
-             f"n_sat = {fmt_num(pred.get('n_sat'), '.1f')}, recipe {pred['recipe']}",
+             + (f"n_sat not saturated by C (fitted upper level {fmt_num(pred.get('n_sat'), '.1f')})"
+                if pred.get("saturated_by_budget") is False else f"n_sat = {fmt_num(pred.get('n_sat'), '.1f')}")
+             + f", recipe {pred['recipe']}, training-set size "
+             f"{pred.get('train_size')} ({pred.get('train_size_source', '?')})",
              f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"
              + (f" (limits: B_p * n <= {plan.b_max}, >= {plan.min_steps} steps)" if plan.b_max else "")]
     lines += [f"  note: {n}" for n in plan.notes]

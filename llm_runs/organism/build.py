@@ -25,9 +25,13 @@ SFT learns the sums abruptly between ~1,200 steps (loss 0.74; 51 % of problems a
 31 % in (0.6, 0.9) and 13 % above: on the 12,000-problem pool, about 3,300 easy and 1,450 hard
 problems. The calibration (``isosim calibrate``) is the measurement that counts.
 
-Model size (``full``: hidden 64, 2 layers, 2 heads, 0.15 M parameters): chosen for speed. On 2
-cores a Llama of this size samples and trains ~1,000 rollouts/s, which puts a 24-run isocompute
-sweep to 2e5 rollouts per run inside an hour; 1 M parameters would be ~4x slower.
+Model size (``full``: hidden 64, 2 layers, 2 heads, 0.15 M parameters): chosen for speed. Measured
+speeds (docs/organism.md, "Speed", says where each comes from): the committed 24-run sweep (2e5
+rollouts a run, ``sampler hf``) trained at 179-395 rollouts/s per one-thread run (its records'
+training wall time, 2026-12-03) and took 2 h 22 min on the shared 2 cores (studies/LOG.md);
+``sampler lean`` with ``train_forward lean`` does 1.4-2.1x more rollouts per core-second at n = 2,
+2.4-3.1x at n = 16, 2.9-4.0x at n = 128, 2.1-2.6x over a sweep (``benchmarks/bench_organism.py``, 2026-12-04).
+1 M parameters would be several times slower.
 """
 
 from __future__ import annotations

@@ -12,7 +12,12 @@ the prediction's schema. The comparison is per budget of the prediction's grid:
 ``|log2 n*_predicted - log2 n*_measured|`` in octaves (median and maximum over all budgets, and over
 the budgets where both the simulator and the real runs had learned something), the same for
 ``n_tol`` (the smallest n within the tie tolerance of the frontier), and whether the fitted
-``n_sat`` intervals overlap.
+``n_sat`` intervals overlap. Budgets of the two files are matched within a relative tolerance of
+1e-6. The *scored* budgets (``error_learning_budgets``) are those where both the simulator and
+the real runs learned something and ``n`` is free (more than one ``n`` of the grid has taken a
+step: at the first budgets only the smallest ``n`` can, so ``n*`` agrees by construction). An
+``n_sat`` interval that spans the whole grid says nothing: the overlap is then ``null`` and
+``n_sat_ci_informative`` says which side carried no information.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from isosim.errors import IsosimError
 from isosim.files import write_json
 from isosim.frontier import analysis
 from isosim.integrations import load_runs
-from llm_runs.organism.predict import frontier_summary
+from isosim.frontier.analysis import frontier_summary
 
 SPLITS = ("easy", "hard")
 
@@ -78,10 +83,34 @@ def _stats(errs: list[float | None]) -> dict[str, Any]:
     return {"median": float(np.median(v)), "max": float(np.max(v)), "budgets": len(v)}
 
 
+BUDGET_RTOL = 1e-6
+"""two budgets are the same when they agree within this relative tolerance"""
+
+
+def match_budget(budgets: list[float], b: float, rtol: float = BUDGET_RTOL) -> int | None:
+    """Index of the budget in ``budgets`` within ``rtol`` (relative) of ``b``, or None."""
+    hits = [i for i, x in enumerate(budgets) if abs(float(x) - b) <= rtol * max(abs(float(x)), abs(b))]
+    return hits[0] if hits else None
+
+
+def free_budgets(budgets: list[float], n_values: list[int], b_p: int | list[int]) -> list[bool]:
+    """Whether more than one n of the grid has taken a step (B_p * n rollouts) by each budget."""
+    bp = min(b_p) if isinstance(b_p, list) else int(b_p)
+    steps = sorted(int(n) * bp for n in n_values)
+    second = steps[1] if len(steps) > 1 else math.inf
+    return [float(b) >= second * (1 - 1e-9) for b in budgets]
+
+
+def spans_grid(ci: list[float] | None, n_values: list[int]) -> bool:
+    """An interval that covers the whole n grid (within 1e-6): no information about n_sat."""
+    if not ci or not n_values:
+        return False
+    return ci[0] <= min(n_values) * (1 + BUDGET_RTOL) and ci[1] >= max(n_values) * (1 - BUDGET_RTOL)
+
+
 def compare(pred: dict[str, Any], meas: dict[str, Any]) -> dict[str, Any]:
     """Error of the prediction per budget of the measured grid (budgets matched within 1e-6)."""
-    p_at = {round(math.log(b), 6): i for i, b in enumerate(pred["budgets"])}
-    idx = [(p_at.get(round(math.log(b), 6)), j) for j, b in enumerate(meas["budgets"])]
+    idx = [(match_budget(pred["budgets"], float(b)), j) for j, b in enumerate(meas["budgets"])]
     idx = [(i, j) for i, j in idx if i is not None]
     if not idx:
         raise IsosimError("the prediction and the measurement share no budget")
@@ -90,17 +119,27 @@ def compare(pred: dict[str, Any], meas: dict[str, Any]) -> dict[str, Any]:
     n_meas = [meas["n_star"][j] for _, j in idx]
     err = octaves(n_pred, n_meas)
     tol_err = octaves([pred["n_tol"][i] for i, _ in idx], [meas["n_tol"][j] for _, j in idx])
+    grid = meas.get("n_values") or pred.get("n_values") or []
+    free = free_budgets(budgets, grid, meas.get("b_p") or pred.get("b_p") or 1) if grid else [True] * len(idx)
     both = [bool(pred["learning"][i]) and bool(meas["learning"][j]) for i, j in idx]
+    scored = [b and f for b, f in zip(both, free)]
     p_ci, m_ci = pred.get("n_sat_ci"), meas.get("n_sat_ci")
-    overlap = None if not (p_ci and m_ci) else bool(max(p_ci[0], m_ci[0]) <= min(p_ci[1], m_ci[1]))
+    informative = {"predicted": not spans_grid(p_ci, grid), "measured": not spans_grid(m_ci, grid)}
+    overlap = (None if not (p_ci and m_ci) or not all(informative.values())
+               else bool(max(p_ci[0], m_ci[0]) <= min(p_ci[1], m_ci[1])))
     return {
         "budgets": budgets, "n_star_predicted": n_pred, "n_star_measured": n_meas,
         "error_octaves": err, "error": _stats(err),
-        "error_learning_budgets": _stats([e for e, ok in zip(err, both) if ok]),
-        "learning_both": both,
+        "error_learning_budgets": _stats([e for e, ok in zip(err, scored) if ok]),
+        "learning_both": both, "n_free": free, "scored": scored,
         "n_tol_error_octaves": tol_err, "n_tol_error": _stats(tol_err),
         "n_sat_predicted": pred.get("n_sat"), "n_sat_ci_predicted": p_ci,
         "n_sat_measured": meas.get("n_sat"), "n_sat_ci_measured": m_ci, "n_sat_ci_overlap": overlap,
+        "n_sat_ci_informative": informative,
+        "saturated_predicted": pred.get("saturated"), "at_floor_predicted": pred.get("at_floor"),
+        "saturated_measured": meas.get("saturated"), "at_floor_measured": meas.get("at_floor"),
+        "n_tie_hi_predicted": [pred["n_tie_hi"][i] for i, _ in idx] if pred.get("n_tie_hi") else None,
+        "n_tie_hi_measured": [meas["n_tie_hi"][j] for _, j in idx] if meas.get("n_tie_hi") else None,
     }
 
 

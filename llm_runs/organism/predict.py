@@ -26,6 +26,7 @@ from pathlib import Path
 from isosim.errors import IsosimError
 from isosim.files import write_json
 from isosim.frontier import analysis
+from isosim.frontier.analysis import frontier_summary
 from isosim.sim.presets import get_preset
 from isosim.sim.profiles import write_profile
 from isosim.sweeps import sweep
@@ -37,19 +38,6 @@ SEEDS = [0, 1]
 MAX_ROLLOUTS = 2e5
 VAL_SIZE = 300
 PRESET_OF = {"easy": "easy", "hard": "hard"}  # the simulator preset of each split
-
-
-def frontier_summary(res: dict) -> dict:
-    """The schema shared by the prediction and the measurement, from an ``analyze`` result."""
-    fit = res.get("fit") or {}
-    return {
-        "budgets": [float(b) for b in res["budgets"]],
-        "n_star": [int(v) for v in res["n_star"]],
-        "n_tol": [None if v is None else int(v) for v in res.get("n_tol", [])],
-        "learning": res.get("learning"),
-        "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
-        "saturated": fit.get("saturated"),
-    }
 
 
 def split_rates(calibration: Path, split_file: Path) -> list[float]:

@@ -40,3 +40,11 @@ class Sampler(Protocol):
         """True when the sampler lost its weights (e.g. vLLM's level-2 sleep): sync before generate."""
 
     def close(self) -> None: ...
+
+
+def cut_at_eos(tokens: Sequence[int], eos: set[int]) -> tuple[int, bool]:
+    """Length of the completion (through the first eos) and whether it was truncated."""
+    for i, t in enumerate(tokens):
+        if t in eos:
+            return i + 1, False
+    return len(tokens), True

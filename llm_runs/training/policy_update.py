@@ -117,6 +117,28 @@ class PolicyUpdate:
         """Per-token log-probs (and entropy) of the completions ``idx`` under ``model``."""
         from llm_runs.training import grpo
 
+        if self.cfg.train_forward == "lean":  # each prompt once per group (llm_runs.training.lean_forward)
+            from llm_runs.sampling.lean import LlamaParts
+            from llm_runs.training import lean_forward
+
+            parts = self._lean_parts.get(id(model))
+            if parts is None or parts.model is not model:
+                parts = self._lean_parts[id(model)] = LlamaParts(model)
+            import torch
+
+            # the policy's forward (gradients on) also yields the entropy statistic; the
+            # reference and pi_old forwards (no gradients) need none
+            stat = torch.is_grad_enabled()
+            logp, entropy, ids, mask = lean_forward.response_logprobs(
+                parts, [prompts[i] for i in idx], [completions[i] for i in idx], int(self.tokenizer.pad_token_id),
+                self.cfg.temperature, with_entropy=with_entropy or stat, device=self.accelerator.device)
+            packed = {"response_ids": ids, "response_mask": mask}
+            if entropy is not None:
+                packed["entropy"] = entropy.detach()
+                if not with_entropy:
+                    entropy = entropy.detach()
+            return logp, entropy, packed
+
         packed = grpo.pack([prompts[i] for i in idx], [completions[i] for i in idx],
                            int(self.tokenizer.pad_token_id), device=self.accelerator.device)
         width = packed["response_ids"].shape[1]
@@ -131,6 +153,9 @@ class PolicyUpdate:
 
     def _entropy_only(self, packed: dict[str, Any]) -> Any:
         from llm_runs.training import grpo
+
+        if "entropy" in packed:
+            return packed["entropy"]
 
         return grpo.token_logprobs_and_entropy(packed["logits"].detach(), packed["response_ids"],
                                                self.cfg.temperature, with_entropy=True)[1]

@@ -59,7 +59,7 @@ def check_distributed(distributed_type: Any, sampler: str) -> None:
         # no_sync does not change: every micro-batch would be an optimizer step.
         raise IsosimError("DeepSpeed is not supported (its engine would take an optimizer step on every "
                           "micro-batch of a GRPO step): use FSDP (fsdp_version 2) in the accelerate config")
-    if sampler == "hf" and distributed_type == DistributedType.FSDP:
+    if sampler in ("hf", "lean") and distributed_type == DistributedType.FSDP:
         raise IsosimError("the hf sampler needs the whole model on every process: use --sampler vllm "
                           "with FSDP, or plain DDP")
 

@@ -32,6 +32,7 @@ STATE_FILE = "trainer_state.json"
 RESUMABLE_CHANGES = frozenset({
     "overwrite", "save_every", "tensorboard", "save_final_model", "reward_workers", "sampler_batch_size",
     "vllm_gpu_memory_utilization", "vllm_sleep", "micro_batch_size", "gradient_checkpointing", "out",
+    "pause_at_rollouts",
 })
 
 
@@ -69,8 +70,13 @@ class JsonlLog:
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# settings added after runs were saved without them: a missing one reads as its default
+ADDED_SETTINGS = {"train_forward": "hf"}
+
+
 def config_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     keys = (set(saved) | set(current)) - RESUMABLE_CHANGES
+    saved = {**ADDED_SETTINGS, **saved}
     return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in sorted(keys) if saved.get(k) != current.get(k)]
 
 

@@ -176,6 +176,10 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             ref_dtype = torch.bfloat16 if use_bf16 else torch.float32
             self.ref_model = models.load_model(self.model_path, dtype=ref_dtype).to(acc.device).eval()
             self.ref_model.requires_grad_(False)
+        self._lean_parts: dict[int, Any] = {}
+        if cfg.train_forward == "lean" and self.world > 1:
+            raise IsosimError("train_forward 'lean' runs in one process (it calls the model's modules directly, "
+                              "past DDP's hooks): use train_forward hf with several processes")
         self.sampler = make_sampler(cfg.sampler, model=acc.unwrap_model(self.model), tokenizer=self.tokenizer,
                                     eos_ids=self.eos_ids, model_path=self.model_path, cfg=cfg, accelerator=acc)
         self._weights_version, self._sampler_version = 0, -1
@@ -312,7 +316,8 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
     def _loop(self) -> list[dict[str, Any]]:
         cfg = self.cfg
         step_metrics: dict[str, float] = {}
-        while self.step < cfg.total_steps and (cfg.budget_tokens is None or self.tokens < cfg.budget_tokens):
+        while (self.step < cfg.total_steps and (cfg.budget_tokens is None or self.tokens < cfg.budget_tokens)
+               and not self._paused()):
             t0 = time.perf_counter()
             step_metrics = self.train_step()
             self.wall += time.perf_counter() - t0
@@ -323,7 +328,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             if is_eval:
                 self._write_record(self.evaluate(), step_metrics)
             stop = self._stop_requested()
-            if last or self.step % cfg.save_every == 0 or stop:
+            if last or self.step % cfg.save_every == 0 or stop or self._paused():
                 self.save_checkpoint()
             if stop:  # the scheduler is about to end the job: the checkpoint holds this step
                 self._log(f"stopping on signal {self._stop_signal or 'from another process'}: checkpoint saved "
@@ -331,7 +336,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
                 self.interrupted = True
                 self.close()
                 return self.records.rows()
-        if cfg.save_final_model:
+        if cfg.save_final_model and not self._paused():
             self._save_final_model()
         self.close()
         return self.records.rows()
@@ -471,6 +476,11 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             acc.unwrap_model(self.model).save_pretrained(target, state_dict=state)
             self.tokenizer.save_pretrained(target)
         acc.wait_for_everyone()
+
+    def _paused(self) -> bool:
+        """Whether the run reached ``pause_at_rollouts`` (checkpointed there; a rerun with a larger
+        value continues it: the pause changes neither the schedule nor where evaluations fall)."""
+        return self.cfg.pause_at_rollouts is not None and self.rollouts >= self.cfg.pause_at_rollouts
 
     def _stop_requested(self) -> bool:
         """Whether any process received SIGTERM / SIGUSR1 (agreed on by all processes)."""

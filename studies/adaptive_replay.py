@@ -1,0 +1,134 @@
+# %% [markdown]
+# # Adaptive choice of n, replayed on the committed organism sweeps
+#
+# `isosim validate --adaptive` decides from records as they arrive (``isosim.validation.adaptive``). Here the
+# same decision code runs over the committed sweeps: a run's records are revealed only up to the
+# rollouts the policy asked it to spend. Every seed is replayed on its own (the policy sees one
+# seed's runs), at every budget of the sweep's frontier grid from 2e4 rollouts up (25 log-spaced
+# budgets from 64 to the sweep's largest, as in ``llm_runs.organism_compare``). Scored per replay:
+# chosen n; regret at C = seed-mean val avg@4 of the sweep's best n at C minus that of the chosen
+# n (each run's value at C interpolated in ln rollouts between its evaluations); the seed noise =
+# standard error of a seed-mean at C (seed-to-seed spread pooled over n); overhead = rollouts on
+# runs not chosen / C. Policies: adaptive started at isosim's prediction (the profile-only
+# prediction committed before the sweeps ran, ``organism_prediction.json``, where the split has
+# one), adaptive started at a spread over the grid, plain successive halving on the same grid and
+# rungs, and one run at the predicted n.
+#
+# Sweeps: ``studies/results/organism/real/SPLIT`` and any ``studies/results/organism_f8/**/SPLIT``
+# folder of ``nN_bpB_sS/records.jsonl`` runs (picked up when they land). Run:
+# ``python studies/adaptive_replay.py`` (seconds) -> ``studies/results/adaptive_replay.json``
+# (``ISOSIM_STUDY_OUT`` moves the output as for every study; the sweeps are read from here).
+
+# %%
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+
+from isosim.validation import adaptive as ad  # noqa: E402
+from isosim.files import write_json  # noqa: E402
+
+RESULTS = ROOT / "results"
+MIN_BUDGET = 2e4
+
+
+def find_sweeps(results: Path = RESULTS) -> dict[str, Path]:
+    """Folders holding ``n*_bp*_s*/records.jsonl`` runs, named by their path under results/."""
+    found = {}
+    for base in (results / "organism" / "real", results / "organism_f8"):
+        if not base.is_dir():
+            continue
+        for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
+            folder = rec.parent.parent
+            found[str(folder.relative_to(results))] = folder
+    return found
+
+
+def prediction_for(name: str, results: Path = RESULTS):
+    """isosim's committed profile-only prediction n*(C) for an organism split (None elsewhere)."""
+    path = results / "organism_prediction.json"
+    split = Path(name).name
+    if not name.startswith("organism/real/") or not path.is_file():
+        return None
+    pred = json.loads(path.read_text()).get(split)
+    if not pred:
+        return None
+    b, n = np.log(pred["budgets"]), pred["n_star"]
+    return lambda budget: int(n[int(np.argmin(np.abs(b - math.log(budget))))])
+
+
+def summarise(rows: list[dict]) -> dict:
+    out = {}
+    for pol in sorted({r["policy"] for r in rows}):
+        rs = [r for r in rows if r["policy"] == pol]
+        out[pol] = {"replays": len(rs), "within_2se": sum(r["within_2se"] for r in rs),
+                    "mean_regret": float(np.mean([r["regret"] for r in rs])),
+                    "max_regret_over_se": float(np.max([r["regret_over_se"] for r in rs])),
+                    "mean_overhead": float(np.mean([r["overhead"] for r in rs])),
+                    "max_overhead": float(np.max([r["overhead"] for r in rs])),
+                    "in_tie_band": sum(r["chosen"] in r["tie_band"] for r in rs)}
+    return out
+
+
+def live_check(results: Path, sweeps: dict[str, Path]) -> dict | None:
+    """The committed live ``--adaptive`` run (``adaptive_live/``) against the sweep of its split at
+    its budget: the sweep's best n and tie band there, and whether the chosen n is in the band."""
+    folder = results / "adaptive_live"
+    if not (folder / "result.json").is_file():
+        return None
+    res = json.loads((folder / "result.json").read_text())
+    split = Path(json.loads((folder / "plan.json").read_text())["runs"][0]["config"]["data"]).stem
+    name = f"organism/real/{split}"
+    if name not in sweeps:
+        return None
+    truth = ad.truth_at(ad.load_sweep(sweeps[name])["runs"], res["budget"])
+    return {"sweep": name, "budget": res["budget"], "chosen": res["chosen"], "overhead": res["overhead"],
+            "final": res["final"], "spent": res["spent"], "sweep_best": truth["best"],
+            "sweep_tie_band": truth["tie_band"], "sweep_seed_se": truth["seed_se"], "sweep_mean": truth["mean"],
+            "chosen_in_tie_band": res["chosen"] in truth["tie_band"],
+            "regret": truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]}
+
+
+def main(results: Path = RESULTS, out: Path | None = None) -> dict:
+    sweeps = find_sweeps(results)
+    report: dict = {"rules": ad.__doc__.split("\n\n")[1].strip() if ad.__doc__ else "", "min_budget": MIN_BUDGET,
+                    "sweeps": {}, "rows": []}
+    for name, folder in sweeps.items():
+        sw = ad.load_sweep(folder)
+        grid = ad.default_budgets(sw["max_budget"])
+        budgets = [b for b in grid if b >= MIN_BUDGET]
+        rows = ad.score_sweep(sw, budgets, predicted=prediction_for(name, results))
+        for r in rows:
+            r["sweep"] = name
+        report["sweeps"][name] = {"n": sorted(sw["runs"]), "seeds": sw["seeds"], "b_p": sw["b_p"],
+                                  "budgets": budgets, "eval_samples": sw["eval_samples"],
+                                  "summary": summarise(rows)}
+        report["rows"] += rows
+    report["summary"] = summarise(report["rows"])
+    report["live"] = live_check(results, sweeps)
+    write_json(out or results / "adaptive_replay.json", report)
+    return report
+
+
+if __name__ == "__main__":
+    from common import setup  # noqa: E402
+
+    # (seconds at any scale: --quick writes the same numbers under results/quick/)
+    _quick, _scale, _fig_dir, json_path = setup("adaptive_replay", "adaptive choice of n, replayed on the sweeps")
+    rep = main(out=json_path)
+    for name, s in list(rep["sweeps"].items()) + [("all", {"summary": rep["summary"]})]:
+        print(name)
+        for pol, v in s["summary"].items():
+            print(f"  {pol:28s} regret<=2se {v['within_2se']}/{v['replays']}  tie band {v['in_tie_band']}/"
+                  f"{v['replays']}  mean regret {v['mean_regret']:.4f}  max regret/se {v['max_regret_over_se']:.2f}  "
+                  f"overhead mean {v['mean_overhead']:.2f} max {v['max_overhead']:.2f}")
+    if rep["live"]:
+        print("live:", {k: rep["live"][k] for k in ("budget", "chosen", "overhead", "sweep_best", "sweep_tie_band",
+                                                     "chosen_in_tie_band", "regret")})
