@@ -159,10 +159,14 @@ def test_help_names_every_option_whole_and_no_bool_type(command):
     text = _help(command)
     assert "<bool>" not in text and "…" not in text
     click_cmd = next(c for c in cli.typer.main.get_command(cli.app).commands.values() if c.name == command)
+    import re
+
     for param in click_cmd.params:
-        for opt in param.opts:
-            if opt.startswith("--"):
-                assert f"  {opt}" in text, (opt, text)  # printed whole, at the start of its entry
+        longs = [o for o in param.opts if o.startswith("--")]
+        if longs:
+            assert f"  {longs[0]}" in text, (longs[0], text)  # printed whole, at the start of its entry
+        for opt in longs[1:]:  # aliases follow it, whole
+            assert re.search(rf", {re.escape(opt)}(?![\w-])", text), (opt, text)
 
 
 def test_top_level_help_lists_each_command_uncut():
