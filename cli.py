@@ -17,18 +17,45 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Compute-optimal rollout allocation (n, B_p, M) for LLM RL: simulate, analyse, validate.",
 )
 
 
+VAL_SIZE = 300  # llm_runs.config.RunConfig.val_size's default, quoted in validate's help (a test keeps them equal)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("isosim")
+        except PackageNotFoundError:  # run from a checkout without an install
+            from isosim import __version__ as v
+        typer.echo(f"isosim {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Compute-optimal rollout allocation (n, B_p, M) for LLM RL: simulate, analyse, validate."""
+
+
 def _fresh_out(kind: str) -> Path:
+    """A new folder ``runs/<kind>-<time>[-i]``, created here (two commands started in the same
+    second get two folders)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path("runs") / f"{kind}-{stamp}"
-    i = 1
-    while out.exists():
-        out = Path("runs") / f"{kind}-{stamp}-{i}"
-        i += 1
-    return out
+    Path("runs").mkdir(exist_ok=True)
+    for i in range(10_000):
+        out = Path("runs") / (f"{kind}-{stamp}" + (f"-{i}" if i else ""))
+        try:
+            out.mkdir()
+        except FileExistsError:
+            continue
+        return out
+    raise RuntimeError(f"no free folder name runs/{kind}-{stamp}-*")
 
 
 def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
@@ -100,8 +127,10 @@ def analyze(
     map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable)"),
     set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable)"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings"),
+    force: bool = typer.Option(False, "--force", help="overwrite the frontier.json and figures already in the output folder (e.g. explore's)"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
+    from isosim.errors import IsosimError
     from isosim.frontier import report
     from isosim.integrations import default_metric, load_runs
 
@@ -110,6 +139,9 @@ def analyze(
     typer.echo(f"{path}: {what}; metric {metric}")
     if out is None:
         out = path if path.is_dir() else path.with_name(path.stem + "_analysis")
+    if (out / "frontier.json").exists() and not force:
+        raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
+                          "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
     result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
@@ -269,7 +301,7 @@ def predict(
 @app.command()
 def validate(
     model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
-    data: str = typer.Option(..., help="training problems (JSON Lines or hf:NAME)"),
+    data: str = typer.Option(..., help=f"problems (JSON Lines or hf:NAME); {VAL_SIZE} of them are held out for validation (--set val_size=N, or --set val_data=FILE), the rest train"),
     budget: float = typer.Option(..., help="sampling budget of every run, in rollouts"),
     preset: Optional[str] = typer.Option(None, help="difficulty preset to predict with (default easy)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile from isosim calibrate (instead of --preset)"),
@@ -296,7 +328,7 @@ def validate(
     array_parallelism: int = typer.Option(16, min=1, help="slurm: runs at once"),
     account: Optional[str] = typer.Option(None, help="slurm: account"),
     qos: Optional[str] = typer.Option(None, help="slurm: QOS"),
-    accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP/FSDP/DeepSpeed)"),
+    accelerate_config: Optional[Path] = typer.Option(None, help="slurm: accelerate config file (DDP or FSDP; DeepSpeed is refused)"),
     distributed: str = typer.Option("auto", help="slurm: auto (FSDP for models that do not fit plain DDP), ddp or fsdp"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
     adaptive: bool = typer.Option(False, "--adaptive", help="find the best n for the budget: start n around the prediction (--n: the grid), stop dominated runs, extend the winner to the budget"),
@@ -378,6 +410,10 @@ def validate(
             typer.echo("submitted; rerun the same command once the jobs finish to analyse")
             return
     val.analyse(plan, metric=metric, n_boot=n_boot, log=lambda s: typer.echo(s))
+
+
+for _info in app.registered_commands:  # the command list shows each command's first line whole
+    _info.short_help = _info.short_help or " ".join((_info.callback.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 def main() -> None:

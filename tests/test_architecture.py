@@ -181,3 +181,18 @@ def test_top_levels_stay_small():
     for pkg in PACKAGES:
         top = sorted(p.name for p in (ROOT / pkg).glob("*.py"))
         assert len(top) <= 10, f"{pkg}/ has {len(top)} top-level modules (at most 10; put the rest in a part): {top}"
+
+
+def test_install_names_every_package_and_no_global_cli():
+    """pyproject's explicit package list (explicit because cli.py is installed as
+    ``_isosim_cli/cli.py``) names every package folder, and nothing installs a module ``cli``."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tool = conf["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")}
+    assert set(tool["packages"]) == on_disk | {"_isosim_cli"}
+    assert "py-modules" not in tool
+    assert tool["package-dir"] == {"_isosim_cli": "."}
+    assert conf["project"]["scripts"]["isosim"] == "_isosim_cli.cli:main"
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["cli.py"], "only cli.py would land in _isosim_cli"

@@ -136,3 +136,99 @@ def test_recommend_json_reports_the_simulated_recipe(tmp_path):
     assert hard["simulated_config"]["optimizer"] == "adamw" and hard["simulated_config"]["wd"] > 0
     assert (easy["recipe"], easy["kl"], easy["entropy"]) == ("easy", True, True)
     assert easy["simulated_config"]["kl"] > 0 and easy["simulated_config"]["entropy"] > 0
+
+
+# --------------------------------------------------------------------------------------------
+# what a new user meets: help text, --version, analyze keeping explore's outputs, the table
+# --------------------------------------------------------------------------------------------
+def _help(*args, width=80):
+    """The help text at a fixed terminal width, as a user's 80-column terminal shows it."""
+    from typer.testing import CliRunner
+
+    import cli
+
+    res = CliRunner().invoke(cli.app, [*args, "--help"], terminal_width=width, env={"COLUMNS": str(width)})
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+@pytest.mark.parametrize("command", ["explore", "analyze", "recommend", "calibrate", "validate"])
+def test_help_names_every_option_whole_and_no_bool_type(command):
+    import cli
+
+    text = _help(command)
+    assert "<bool>" not in text and "…" not in text
+    click_cmd = next(c for c in cli.typer.main.get_command(cli.app).commands.values() if c.name == command)
+    import re
+
+    for param in click_cmd.params:
+        longs = [o for o in param.opts if o.startswith("--")]
+        if longs:
+            assert f"  {longs[0]}" in text, (longs[0], text)  # printed whole, at the start of its entry
+        for opt in longs[1:]:  # aliases follow it, whole
+            assert re.search(rf", {re.escape(opt)}(?![\w-])", text), (opt, text)
+
+
+def test_top_level_help_lists_each_command_uncut():
+    import cli
+
+    text = " ".join(_help().split())
+    for info in cli.app.registered_commands:
+        first = " ".join(info.callback.__doc__.strip().split("\n\n")[0].split())
+        assert f"{info.callback.__name__} {first}" in text, (first, text)
+    assert "--version" in text
+
+
+def test_validate_help_states_held_out_size_and_no_deepspeed():
+    import dataclasses
+
+    import cli
+    from llm_runs.config import RunConfig
+
+    default = {f.name: f.default for f in dataclasses.fields(RunConfig)}["val_size"]
+    assert cli.VAL_SIZE == default
+    text = " ".join(_help("validate", width=200).split())
+    assert f"{default} of them are held out for validation" in text
+    assert "DeepSpeed is refused" in text and "DDP/FSDP/DeepSpeed" not in text
+
+
+def test_version():
+    res = isosim("--version")
+    assert res.returncode == 0 and res.stdout.startswith("isosim ") and res.stdout.split()[1][0].isdigit()
+
+
+def test_analyze_keeps_explores_frontier_unless_forced(explored, tmp_path):
+    out, _ = explored
+    before = (out / "frontier.json").read_bytes()
+    figure = (out / "n_star.png").stat().st_mtime_ns
+    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0")
+    _bad(res, "already holds a frontier.json", "--force", "--out")
+    assert (out / "frontier.json").read_bytes() == before and (out / "n_star.png").stat().st_mtime_ns == figure
+    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0", "--out", tmp_path / "new")
+    assert res.returncode == 0, res.stderr
+    assert (out / "frontier.json").read_bytes() == before
+    assert check_frontier(tmp_path / "new" / "frontier.json")["metric"] == "val_worst"
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(out, copy)
+    res = isosim("analyze", copy, "--metric", "worst", "--n-boot", "0", "--force")
+    assert res.returncode == 0, res.stderr
+    assert check_frontier(copy / "frontier.json")["metric"] == "val_worst"
+
+
+def test_summary_table_says_how_many_budgets_it_shows(explored):
+    _, res = explored
+    data = json.loads((explored[0] / "frontier.json").read_text())
+    shown = len(data["budgets"]) if len(data["budgets"]) <= 12 else 12
+    if shown < len(data["budgets"]):
+        assert f"{shown} of {len(data['budgets'])} budgets shown" in " ".join(res.stdout.split())
+
+
+def test_recommend_says_where_its_n_comes_from(tmp_path):
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "ISOSIM_CACHE": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", "import cli; cli.main()", "recommend", "--budget", "1e4", "--quick"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "uncalibrated: this is the simulator's preset dynamics" in text, text

@@ -72,3 +72,41 @@ def test_bad_plot_input(records, tmp_path):
 def test_importing_plots_stays_light():
     code = "import sys, isosim.frontier.plots; assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _capture(monkeypatch):
+    """The figures handed to ``plots.save`` (the files are still written)."""
+    figs = []
+    real = plots.save
+
+    def keep(fig, path):
+        figs.append(fig)
+        return real(fig, path)
+
+    monkeypatch.setattr(plots, "save", keep)
+    return figs
+
+
+def test_n_star_legend_is_beside_the_data_and_names_the_n_sat_band(records, tmp_path, monkeypatch):
+    figs = _capture(monkeypatch)
+    result = an.analyze(records, n_boot=20, seed=0)
+    assert result["fit"]["n_sat_ci"], "the fixture has an n_sat interval to show"
+    plots.plot_n_star(result, tmp_path / "n_star")
+    fig = figs[-1]
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend()
+    box, axes_box = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.x0 >= axes_box.x1, "the legend sits right of the axes, over no data"
+    assert box.x1 <= fig.bbox.x1 + 1, "and inside the figure"
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert any("n_sat" in t and "interval" in t for t in labels), labels
+
+
+def test_pass_hist_titles_say_what_c_is(records, tmp_path, monkeypatch):
+    figs = _capture(monkeypatch)
+    plots.plot_hist_evolution(records, [4, 256], [2e4, 1e6], tmp_path / "hist")
+    fig = figs[-1]
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["after C = 2e+04 rollouts per run", "after C = 1e+06 rollouts per run"]
+    assert "equal compute" in fig._suptitle.get_text()

@@ -3,6 +3,7 @@ that was simulated, and SLURM launches that fit the model (FSDP), checked before
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -98,3 +99,62 @@ def test_fsdp_command_from_this_interpreter_and_checks_before_queueing(tmp_path)
     hf = plan(tmp_path / "hf", settings={"sampler": "hf"})
     with pytest.raises(IsosimError, match="hf sampler cannot run under FSDP"):
         val.check_slurm_plan(hf, opts)
+
+
+# --- two validates started together share one cached prediction ------------------------------
+
+def test_two_validates_started_together_both_finish(tmp_path):
+    """Both compute the same cached prediction (one sweep store): the second waits for the first
+    (or finds it done) instead of failing with "in use by another running sweep"."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "arith.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(root), "ISOSIM_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg",
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "llm_runs.problems.make_arith", "--out", str(data), "--count", "400",
+                    "--seed", "0"], check=True, env=env, capture_output=True)
+    procs = [subprocess.Popen([sys.executable, str(root / "cli.py"), "validate", "--model", QWEN, "--data", str(data),
+                               "--budget", "2e6", "--preset", "easy", "--quick", "--dry-run",
+                               "--out", str(tmp_path / f"v{i}")], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+        assert "dry run: nothing launched" in out
+    stores = [d for d in (tmp_path / "cache" / "recommend").iterdir() if d.is_dir()]
+    assert len(stores) == 1, stores  # one prediction, computed once and read twice
+    plans = [json.loads((tmp_path / f"v{i}" / "plan.json").read_text()) for i in range(2)]
+    assert plans[0]["predicted"] == plans[1]["predicted"]
+
+
+def test_run_sweep_waits_for_the_process_filling_its_store(tmp_path):
+    """The store lock held by another process: ``wait=True`` blocks until it is released, the
+    default still refuses with one clear line."""
+    import subprocess
+    import threading
+    import time
+
+    from isosim.sweeps import sweep
+
+    plan = sweep.plan_for_preset("easy", "q1", quick=True, seeds=1, budget_max=2e3)
+    store = tmp_path / "store"
+    store.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys; fh = open(sys.argv[1], 'a+b'); fcntl.flock(fh.fileno(), fcntl.LOCK_EX); "
+        "print('held', flush=True); sys.stdin.read()"), str(store / ".lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # holds the lock until its stdin closes
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(IsosimError, match="in use by another running sweep"):
+            sweep.run_sweep(plan, store, progress=False)
+        threading.Timer(2.0, holder.stdin.close).start()
+        t0 = time.perf_counter()
+        df = sweep.run_sweep(plan, store, progress=False, wait=True)
+        assert time.perf_counter() - t0 > 1.5, "it waited for the holder"
+        assert holder.wait(timeout=30) == 0
+        assert len(df) > 0
+    finally:
+        holder.kill()

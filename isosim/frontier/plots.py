@@ -126,7 +126,7 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     n_sat, on log-log axes; budgets without learning are greyed."""
     b, n_star = np.asarray(result["budgets"]), np.asarray(result["n_star"], dtype=float)
     fit = result["fit"]
-    fig, (ax,) = figure()
+    fig, (ax,) = figure(size=(8.6, 4.4))  # room for the legend beside the axes
     band = result.get("n_star_band")
     if band:
         ax.fill_between(b, band["lo"], band["hi"], step="mid", alpha=0.25, color="C0",
@@ -140,13 +140,17 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
     if fit.get("n_sat") is not None:
         _draw_n_star_fit(ax, b, fit, color="C3")
         if fit.get("n_sat_ci"):
-            ax.axhspan(*fit["n_sat_ci"], color="C3", alpha=0.1)
+            lo, hi = fit["n_sat_ci"]
+            ax.axhspan(lo, hi, color="C3", alpha=0.1,
+                       label=f"n_sat {result.get('ci', [5, 95])[1] - result.get('ci', [5, 95])[0]:g}% interval "
+                             f"({lo:.0f}-{hi:.0f})")
     ax.set_xscale("log")
     _log2_n_axis(ax)
     ax.set_xlabel(f"compute C ({result.get('x', 'rollouts')})")
     ax.set_ylabel("compute-optimal n*")
     ax.set_title(f"n*(C), {result['metric']}")
-    ax.legend(loc="upper left")
+    # the legend beside the axes, never over the curves
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small")
     return save(fig, path)
 
 
@@ -220,7 +224,8 @@ def plot_hist_evolution(
                    color=cmap(norm(np.log2(n))), label=f"n = {n}")
         ax.set_xlim(0, 1)
         ax.set_xlabel("training pass@1")
-        ax.set_title(f"C = {float(budget):.3g}")
+        ax.set_title(f"after C = {float(budget):.3g} rollouts per run", fontsize="medium")
     axes[0].set_ylabel("share of training problems")
     axes[0].legend()
+    fig.suptitle("training pass@1 of each n at equal compute", fontsize="medium")
     return save(fig, path)

@@ -165,8 +165,11 @@ def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, co
     table.add_column("ties" if tol is None else f"n within {tol:g}", justify="right")
     table.add_column(result["metric"], justify="right")
     table.add_column("learning", justify="center")
-    for row in summary_rows(result):
+    rows = summary_rows(result)
+    for row in rows:
         table.add_row(*row, style="dim" if row[-1] == "no" else None)
+    if len(rows) < len(result["budgets"]):
+        table.caption = f"{len(rows)} of {len(result['budgets'])} budgets shown, evenly spaced; frontier.json has all"
     console.print(table)
     ci = result.get("ci", [5, 95])
     console.print(_fit_line("fitted n_sat", result["fit"], f"{ci[1] - ci[0]:g}% interval", ", ties included"),

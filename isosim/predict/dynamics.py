@@ -39,7 +39,7 @@ strength (``skill``) is not fitted: under Adam it only rescales ``lr``.
 
 The problem-specific interference part (``memorize``) is not fitted: it sends every run down the
 simulator's general (per-response) path, about 10x slower than the closed form the linear skill
-policy takes (measured on the organism's cheap runs: 3.5 s vs 0.34 s an evaluation, so ~12 min
+policy takes (measured 2026-12-03 on the organism's cheap runs: 3.5 s vs 0.34 s an evaluation, so ~12 min
 for a fit of 200 evaluations), and the few cheap points do not separate it from ``transfer_frac``.
 
 What is matched is the *gain* of the seed-mean validation avg@k over its value at step 0, at every

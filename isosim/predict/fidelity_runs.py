@@ -42,7 +42,7 @@ QUICK = Scale()
 """CI scale: seconds per sweep on one CPU core"""
 TEST = Scale(n_train=128, n_val=256, b_p=64, budget=4e6, n_values=(8, 32, 128, 512))
 """test scale of F1-F3: few steps (B_p 64, n >= 8) but enough distance for the hard set to move
-(QUICK's 3e5 rollouts leave the hard preset's curve flat); about 20 s per sweep on one core"""
+(QUICK's 3e5 rollouts leave the hard preset's curve flat); about 20 s per sweep on one core (2026-12-02)"""
 MEDIUM = Scale(n_train=256, n_val=256, b_p=16, budget=2e6, n_values=(4, 8, 16, 32, 64, 128, 256, 512))
 """tuning scale: a minute or two per sweep"""
 FULL = Scale(n_train=512, n_val=512, b_p=32, budget=1e7,

@@ -210,7 +210,8 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=float(budget),
                                  b_max=b_max, **overrides)
     store = cache_dir() / plan.plan_id
-    df = sweep.run_sweep(plan, store, progress=progress)
+    # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
+    df = sweep.run_sweep(plan, store, progress=progress, wait=True)
     result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
     n, best_n, gap = smallest_near_optimal_n(result)
     sure = certainty(result, n, seeds)

