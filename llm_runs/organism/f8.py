@@ -25,6 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from isosim.errors import IsosimError
+
 ROOT = Path(__file__).resolve().parents[2]
 SPLITS = ROOT / "studies" / "results" / "organism" / "splits"
 
@@ -42,15 +44,17 @@ def parse_setting(name: str) -> dict:
     temperature 0.6), ``hard-3200`` (temperature 1.0). SIZE ``all`` keeps the whole split."""
     parts = name.split("-")
     if len(parts) < 2 or parts[0] not in ("easy", "hard"):
-        raise SystemExit(f"error: setting {name!r} is not SPLIT-SIZE[-tTT] with SPLIT easy or hard")
+        raise IsosimError(f"setting {name!r} is not SPLIT-SIZE[-tTT] with SPLIT easy or hard")
     split, size = parts[0], parts[1]
+    if size != "all" and not (size.isdigit() and int(size) > 0):
+        raise IsosimError(f"setting {name!r}: SIZE must be a positive number of problems or 'all'")
     out = {"split": split, "recipe": split, "data": str(SPLITS / f"{split}.jsonl"),
            "max_train_problems": None if size == "all" else int(size), "temperature": 1.0}
     for p in parts[2:]:
         if p.startswith("t") and p[1:].isdigit():
             out["temperature"] = int(p[1:]) / 10 ** (len(p) - 2)
         else:
-            raise SystemExit(f"error: unknown part {p!r} of setting {name!r}")
+            raise IsosimError(f"unknown part {p!r} of setting {name!r} (tTT: temperature 0.TT)")
     return out
 
 
@@ -204,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--prediction", required=True)
     m.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    {"run": cmd_run, "table": cmd_table, "predict": cmd_predict, "measure": cmd_measure}[a.cmd](a)
+    try:
+        {"run": cmd_run, "table": cmd_table, "predict": cmd_predict, "measure": cmd_measure}[a.cmd](a)
+    except IsosimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
