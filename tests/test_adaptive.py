@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +213,22 @@ def test_load_sweep_bad_input(tmp_path):
     (tmp_path / "e" / "n4_bp16_s0" / "records.jsonl").write_text('{"n": 4}\n')
     with pytest.raises(IsosimError, match="no records with val_avg"):
         ad.load_sweep(tmp_path / "e")
+
+
+def test_replay_study_leaves_a_sweep_short_of_its_budget_unscored(tmp_path):
+    # a sweep whose cheap part is committed before the rest runs is listed, not scored
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adaptive_replay", Path(__file__).parents[1] / "studies" / "adaptive_replay.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    fns = {n: logistic_curve(.3 / (1 + math.log2(n / 4)), 1e3 * n ** 0.5) for n in (4, 8)}
+    write_sweep(tmp_path / "organism" / "real" / "easy", fns)
+    write_sweep(tmp_path / "organism_f8" / "hard-128", fns)
+    for rec in (tmp_path / "organism_f8" / "hard-128").glob("*/records.jsonl"):
+        rows = rec.read_text().splitlines()
+        rec.write_text("\n".join(rows[: len(rows) // 2]) + "\n")  # paused at about half the budget
+    rep = study.main(results=tmp_path, out=tmp_path / "out.json")
+    assert list(rep["sweeps"]) == ["organism/real/easy"]
+    assert rep["not_scored_yet"] == {"organism_f8/hard-128": "4 run(s) short of their budget"}
+    assert {r["sweep"] for r in rep["rows"]} == {"organism/real/easy"}

@@ -37,6 +37,7 @@ from isosim.files import write_json
 from isosim.frontier import analysis
 from isosim.integrations import load_runs
 from isosim.frontier.analysis import frontier_summary
+from llm_runs.organism.predict import final_stats
 
 SPLITS = ("easy", "hard")
 
@@ -60,6 +61,7 @@ def measure(df: Any, *, budgets: list[float] | None = None, n_boot: int = 200, s
     finals = last.groupby("n")[["val_avg", "val_best", "val_worst"]].mean()
     for col in finals:
         out[f"final_{col}"] = {str(int(n)): float(v) for n, v in finals[col].items()}
+    out["seed_sd"] = final_stats(df)["seed_sd"]
     out["n_values"] = sorted(int(n) for n in df["n"].unique())
     out["seeds"] = sorted(int(s) for s in df["seed"].unique())
     out["max_rollouts"] = float(df["budget"].max()) if "budget" in df else float(df["rollouts"].max())

@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from isosim.errors import IsosimError
 from isosim.files import write_json
@@ -40,6 +41,16 @@ VAL_SIZE = 300
 PRESET_OF = {"easy": "easy", "hard": "hard"}  # the simulator preset of each split
 
 
+def final_stats(df: Any) -> dict:
+    """Per ``n``: the seed-mean val avg@k of each run's last record (``final_val_avg``), and
+    ``seed_sd``: the seed-to-seed standard deviation of that final value, averaged over ``n``."""
+    last = df.sort_values("step").groupby("run_id").tail(1)
+    by_n = last.groupby("n")["val_avg"]
+    sd = by_n.std(ddof=1).dropna()
+    return {"final_val_avg": {str(int(n)): float(v) for n, v in by_n.mean().items()},
+            "seed_sd": float(sd.mean()) if len(sd) else None}
+
+
 def split_rates(calibration: Path, split_file: Path) -> list[float]:
     rates = dict(zip(*(json.loads(calibration.read_text())[k] for k in ("ids", "rates"))))
     ids = [json.loads(line)["id"] for line in split_file.read_text().splitlines() if line.strip()]
@@ -56,10 +67,14 @@ def split_profile(split: str, calibration: Path, splits: Path, work: Path) -> tu
 def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200, *,
             n_values: list[int] = N_VALUES, b_p: int = B_P, seeds: list[int] = SEEDS,
             max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE, dynamics: Path | None = None,
-            preset: str | None = None) -> dict:
+            preset: str | None = None, train_problems: int | None = None) -> dict:
+    """One split's predicted frontier. ``train_problems`` caps the training set (the real runs'
+    ``max_train_problems``: a seeded subset of the split's training part); default all of it."""
     preset = preset or PRESET_OF[split]
     profile, rates = split_profile(split, calibration, splits, work)
     n_train = len(rates) - val_size
+    if train_problems is not None:
+        n_train = min(n_train, int(train_problems))
     if n_train < b_p:
         raise IsosimError(f"split {split!r} has {len(rates)} problems: too few for {val_size} validation "
                           f"problems and a batch of {b_p}")
@@ -74,7 +89,7 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
     df = sweep.run_sweep(plan, work / (f"sweep_{split}" if dynamics is None else f"sweep_{split}_{plan.plan_id}"))
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
     return {
-        **frontier_summary(res),
+        **frontier_summary(res), **final_stats(df),
         "n_values": list(n_values), "seeds": list(seeds), "max_rollouts": float(max_rollouts), "b_p": b_p,
         "train_problems": n_train, "val_problems": val_size, "profile_mean": sum(rates) / len(rates),
         "preset": preset, "simulated_config": plan.base, "dropped": list(plan.dropped), **extra,
