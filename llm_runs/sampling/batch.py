@@ -24,6 +24,14 @@ class SampleBatch:
     def num_tokens(self) -> int:
         return sum(len(c) for c in self.completion_ids)
 
+    def add(self, prompt: Sequence[int], tokens: Sequence[int], logprobs: Sequence[float], eos: set[int]) -> None:
+        """Append one sampled row, cut after its first eos (truncated if it has none)."""
+        length, truncated = cut_at_eos(tokens, eos)
+        self.prompt_ids.append(list(prompt) if not isinstance(prompt, list) else prompt)
+        self.completion_ids.append(list(tokens[:length]))
+        self.logprobs.append(list(logprobs[:length]))
+        self.truncated.append(truncated)
+
 
 class Sampler(Protocol):
     def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,

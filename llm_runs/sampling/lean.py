@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from isosim.errors import IsosimError
-from llm_runs.sampling.batch import SampleBatch, cut_at_eos
+from llm_runs.sampling.batch import SampleBatch
 
 
 class LlamaParts:
@@ -232,11 +232,7 @@ class LeanSampler:
                                                     max_new_tokens, device)
                     eos = set(self.eos)
                     for i, row, lp in zip(chunk, tokens, logps):
-                        length, truncated = cut_at_eos(row, eos)
-                        out.prompt_ids.append(prompts[i])
-                        out.completion_ids.append(row[:length])
-                        out.logprobs.append(lp[:length])
-                        out.truncated.append(truncated)
+                        out.add(prompts[i], row, lp, eos)
         finally:
             if was_training:
                 self.model.train()

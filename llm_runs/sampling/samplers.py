@@ -133,12 +133,7 @@ class HFSampler:
                     lps = recorder.finish(new).cpu()
                     new = new.cpu()
                     for i, p in enumerate(chunk):
-                        row = new[i].tolist()
-                        length, truncated = cut_at_eos(row, eos)
-                        out.prompt_ids.append(p)
-                        out.completion_ids.append(row[:length])
-                        out.logprobs.append(lps[i, :length].tolist())
-                        out.truncated.append(truncated)
+                        out.add(p, new[i].tolist(), lps[i].tolist(), eos)
         finally:
             if was_training:
                 self.model.train()
