@@ -45,3 +45,17 @@ def test_build_reproducible_cached_and_guarded(tmp_path):
 def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert organism.main(["--out", str(tmp_path / "x"), "--scale", "huge"]) == 2
     assert "unknown scale" in capsys.readouterr().err
+
+
+def test_a_build_gives_the_callers_thread_count_back(tmp_path):
+    # the build trains on its own thread count; a process that builds and then trains (a test
+    # session, a notebook) must keep its own, or its later runs change
+    import torch
+
+    from llm_runs.organism import build as organism
+
+    before = torch.get_num_threads()
+    threads = 1 if before != 1 else 2
+    organism.build(tmp_path / "o", organism.OrganismSettings.for_scale("quick", sft_steps=2, threads=threads),
+                   log=lambda m: None)
+    assert torch.get_num_threads() == before

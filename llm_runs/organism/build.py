@@ -160,13 +160,25 @@ def _sft_batch(rng: np.random.Generator, s: OrganismSettings, tokenizer: Any, po
 
 
 def train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], log: Any = print) -> dict[str, Any]:
-    """Supervised training from a seeded random init; writes the HF folder, returns the loss curve."""
+    """Supervised training from a seeded random init; writes the HF folder, returns the loss curve.
+    Runs on ``s.threads`` torch threads (the weights depend on it) and gives the caller's thread
+    count back afterwards, so a build inside a longer process does not change that process's runs."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(s.threads)
+    try:
+        return _train_base_model(s, folder, pool_texts, log)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], log: Any) -> dict[str, Any]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from llm_runs.sampling.tiny import make_tokenizer
 
-    torch.set_num_threads(s.threads)
     torch.manual_seed(s.seed)
     tok = make_tokenizer(256)
     config = LlamaConfig(
