@@ -169,7 +169,7 @@ def cmd_measure(a: argparse.Namespace) -> None:
     pred = json.loads(Path(a.prediction).read_text())
     out = {}
     for sweep_name, folder in (item.split("=", 1) for item in a.runs):
-        df = load_runs(folder)
+        df, _ = load_runs(folder)
         m = measure(df, budgets=pred[sweep_name]["budgets"] if sweep_name in pred else None)
         out[sweep_name] = {"setting": pred.get(sweep_name, {}).get("setting"), "runs_folder": folder, **m}
         print(f"{sweep_name}: n* {m['n_star']} n_sat {m['n_sat']} {m['n_sat_ci']}")
