@@ -52,10 +52,16 @@ def find_sweeps(results: Path = RESULTS) -> dict[str, Path]:
 
 
 def prediction_for(name: str, results: Path = RESULTS):
-    """isosim's committed profile-only prediction n*(C) for an organism split (None elsewhere)."""
-    path = results / "organism_prediction.json"
+    """isosim's committed profile-only prediction n*(C) for an organism split, or for a set-size
+    sweep (``organism_f8/prediction.json``, keyed by sweep); None elsewhere."""
     split = Path(name).name
-    if not name.startswith("organism/real/") or not path.is_file():
+    if name.startswith("organism/real/"):
+        path = results / "organism_prediction.json"
+    elif name.startswith("organism_f8/"):
+        path = results / "organism_f8" / "prediction.json"
+    else:
+        return None
+    if not path.is_file():
         return None
     pred = json.loads(path.read_text()).get(split)
     if not pred:

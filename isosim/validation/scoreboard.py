@@ -327,7 +327,8 @@ def summary(sweeps: dict[str, dict], names: tuple[str, ...] = PREDICTORS) -> dic
     return out
 
 
-def method_predictions(specs: dict[str, dict], extra: dict[str, Path]) -> dict[str, dict[str, dict]]:
+def method_predictions(specs: dict[str, dict], extra: dict[str, Path],
+                       f8_extra: dict[str, Path] | None = None) -> dict[str, dict[str, dict]]:
     """Method -> sweep key -> prediction entry from the sweep's cheap part (the rule above)."""
     from isosim.predict.extrapolate import METHODS, predict_from_cheap
 
@@ -343,6 +344,11 @@ def method_predictions(specs: dict[str, dict], extra: dict[str, Path]) -> dict[s
         for key, spec in specs.items():
             if spec["runs"].parent.name == "real" and spec["kind"] in doc:
                 out.setdefault(name, {})[key] = doc[spec["kind"]]
+    for name, path in (f8_extra or {}).items():  # files keyed by sweep (hard-128, ...)
+        doc = _read_json(path)
+        for key, spec in specs.items():
+            if spec["runs"].parent.name == "organism_f8" and key in doc:
+                out.setdefault(name, {})[key] = doc[key]
     return out
 
 
@@ -367,6 +373,11 @@ EXTRA_METHODS = {
     "dynamics:n4,32<=2e4,distance": "organism_prediction_calibrated_distance.json"}
 """other calibrations of the organism sweeps, scored beside the methods (not eligible: they cover
 the organism sweeps only, and the last two read n 4 and 32 up to 2e4, not the rule's cheap part)"""
+
+F8_EXTRA_METHODS = {
+    # the same whole-grid dynamics calibration made on a set-size sweep's cheap part and committed
+    # before the rest of it ran (llm_runs.organism.f8 predict --dynamics; keyed by sweep)
+    "dynamics:whole-grid": "organism_f8/prediction_dynamics.json"}
 
 
 def _with_band(method: str, spec: dict, entry: dict) -> dict:
@@ -403,7 +414,8 @@ def build(results: Path, root: Path | None = None) -> dict:
     pending = {k: v for k, v in pending.items() if v}
     specs = {k: v for k, v in specs.items() if k not in pending}
     extra = {k: Path(results) / v for k, v in EXTRA_METHODS.items() if (Path(results) / v).is_file()}
-    preds = method_predictions(specs, extra)
+    f8_extra = {k: Path(results) / v for k, v in F8_EXTRA_METHODS.items() if (Path(results) / v).is_file()}
+    preds = method_predictions(specs, extra, f8_extra)
     method_rows = {m: {key: score_sweep(key, specs[key], p[key])["predictors"]["isosim_calibrated"]
                        for key in p} for m, p in preds.items()}
     method_scores = {m: summary({k: {"predictors": {"isosim_calibrated": r}} for k, r in rows.items()},
