@@ -107,6 +107,35 @@ for ax, s in zip(axes, SPLITS):
 save(fig, "organism_nstar.png")
 
 # %% [markdown]
+# ## Across training-set sizes (F8): the real curves and the profile-only prediction's
+# The hard split at temperature 0.6 with 128 and 512 training problems: validation avg@4 per n
+# (seed means; left: real runs; right: the simulated sweep behind the profile-only prediction,
+# committed before the runs), and n*(C) measured against the three committed predictions.
+
+# %%
+F8 = RES / "organism_f8"
+f8_keys = [k for k in ("hard-128", "hard-512") if (F8 / "measured.json").is_file()
+           and k in json.loads((F8 / "measured.json").read_text())]
+if f8_keys:
+    f8_meas = json.loads((F8 / "measured.json").read_text())
+    f8_pred = {name: json.loads((F8 / f"{name}.json").read_text())
+               for name in ("prediction", "prediction_calibrated", "prediction_dynamics")}
+    fig, axes = figure(2 * len(f8_keys), (4.2, 3.4))
+    for j, k in enumerate(f8_keys):
+        curves(axes[2 * j], load_runs(F8 / k)[0], f"{k}: real transformer")
+        curves(axes[2 * j + 1], load_runs(F8 / "simulated" / k)[0], f"{k}: simulated (profile-only)")
+    save(fig, "organism_f8_curves.png")
+    fig, axes = figure(len(f8_keys), (4.6, 3.6))
+    for ax, k in zip(axes, f8_keys):
+        ax.step(f8_meas[k]["budgets"], f8_meas[k]["n_star"], where="mid", color="C3", lw=2, label="measured n*")
+        for (name, d), color in zip(f8_pred.items(), ("C0", "C1", "C2")):
+            ax.step(d[k]["budgets"], d[k]["n_star"], where="mid", color=color, alpha=0.7, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log", base=2)
+        label(ax, "budget C (rollouts)", "compute-optimal n", k)
+    save(fig, "organism_f8_nstar.png")
+
+# %% [markdown]
 # ## Pass@1 on the validation problems, before and after
 # Before: the calibration (avg@16 of the base model); after: the final models of the smallest n
 # and of the measured n* at the top budget (seed 0), each re-evaluated at k = 16
