@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
 from isosim.validation import adaptive as ad  # noqa: E402
+from isosim.validation.scoreboard import unfinished  # noqa: E402
 from isosim.files import write_json  # noqa: E402
 
 RESULTS = ROOT / "results"
@@ -102,22 +103,16 @@ def live_check(results: Path, sweeps: dict[str, Path]) -> dict | None:
             "regret": truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]}
 
 
-def short_runs(sw: dict) -> int:
-    """How many runs stop short of the sweep's budget (a sweep whose cheap part is committed before
-    the rest runs): their last record is more than one step below it."""
-    return sum(curve[-1][0] + n * sw["b_p"] <= sw["max_budget"]
-               for n, by_seed in sw["runs"].items() for curve in by_seed.values())
-
-
 def main(results: Path = RESULTS, out: Path | None = None) -> dict:
     sweeps = find_sweeps(results)
     report: dict = {"rules": ad.__doc__.split("\n\n")[1].strip() if ad.__doc__ else "", "min_budget": MIN_BUDGET,
                     "sweeps": {}, "not_scored_yet": {}, "rows": []}
     for name, folder in sweeps.items():
-        sw = ad.load_sweep(folder)
-        if short_runs(sw):
-            report["not_scored_yet"][name] = f"{short_runs(sw)} run(s) short of their budget"
+        short = unfinished(folder)  # a committed cheap part: listed, not scored
+        if short:
+            report["not_scored_yet"][name] = f"{len(short)} run(s) short of their budget"
             continue
+        sw = ad.load_sweep(folder)
         grid = ad.default_budgets(sw["max_budget"])
         budgets = [b for b in grid if b >= MIN_BUDGET]
         rows = ad.score_sweep(sw, budgets, predicted=prediction_for(name, results))
