@@ -108,14 +108,14 @@ save(fig, "organism_nstar.png")
 
 # %% [markdown]
 # ## Across training-set sizes (F8): the real curves and the profile-only prediction's
-# The hard split at temperature 0.6 with 128 and 512 training problems: validation avg@4 per n
+# The hard split at temperature 0.6 with 128, 512 and 1,238 training problems: validation avg@4 per n
 # (seed means; left: real runs; right: the simulated sweep behind the profile-only prediction,
 # committed before the runs), and n*(C) measured against the three committed predictions.
 
 # %%
 F8 = RES / "organism_f8"
-f8_keys = [k for k in ("hard-128", "hard-512") if (F8 / "measured.json").is_file()
-           and k in json.loads((F8 / "measured.json").read_text())]
+f8_keys = sorted(json.loads((F8 / "measured.json").read_text()) if (F8 / "measured.json").is_file() else [],
+                 key=lambda k: int(k.split("-")[1]))  # by training-set size: hard-128, hard-512, hard-1238-t06
 if f8_keys:
     f8_meas = json.loads((F8 / "measured.json").read_text())
     f8_pred = {name: json.loads((F8 / f"{name}.json").read_text())

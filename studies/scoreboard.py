@@ -36,5 +36,13 @@ print(sb.table(doc))
 print(sb.method_table(doc))
 print("kept:", doc["kept_method"], "| not scored yet:", doc["not_scored_yet"] or "none")
 
+# %% [markdown]
+# ## Can any pick pass? At the top budget, the picks within 2x noise of the best seed mean and
+# those within 1 octave of the measured n*: where no n is both, no predictor meets both bars there
+
+# %%
+print(sb.attainable_table(doc))
+print("attainable on every sweep:", doc["attainable_on_every_sweep"])
+
 # %%
 write_json(out, doc, started)

@@ -172,3 +172,17 @@ def test_later_sweeps_are_found_by_folder_and_unfinished_ones_wait(tmp_path):
     s = sb.score_sweep("easy-128", specs["easy-128"])
     assert s["predictors"]["isosim_calibrated"]["n_pick"] == 8 and s["predictors"]["paper"]["n_pick"] == 8
     assert s["predictors"]["smallest_n"]["regret"] > 0 == s["predictors"]["largest_n"]["regret"]
+
+
+def test_attainable_finds_sweeps_where_no_pick_meets_both_bars():
+    from isosim.validation import scoreboard as sb
+
+    # the best seed mean is n = 128 (by .05, noise .01) but the frontier's n* is 32: no n is both
+    # within 2x noise of the best and within 1 octave of n*
+    curves = {n: (lambda c, s, n=n: 0.5 + (0.05 if n == 128 and c > 0 else 0) + (0.01 if s else -0.01))
+              for n in (8, 16, 32, 64, 128)}
+    tab = sb.budget_table(_runs(curves), np.array([2e5]))
+    a = sb.attainable(tab, n_star=[32])
+    assert a["within_2_noise"] == [128] and a["within_1_octave"] == [16, 32, 64] and a["both"] == []
+    # with n* 64 the same sweep is passable by 128 alone
+    assert sb.attainable(tab, n_star=[64])["both"] == [128]

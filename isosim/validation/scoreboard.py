@@ -259,6 +259,22 @@ def score_picks(picks: list[int | None], tab: dict, n_star: list[int], scored: n
     }
 
 
+def attainable(tab: dict, n_star: list[int], octaves: float = 1.0, times_noise: float = 2.0) -> dict:
+    """Which picks at the top budget could meet both acceptance bars at once: regret at most
+    ``times_noise`` x the seed noise, and at most ``octaves`` from the measured n*. The regret bar
+    is read against the best seed mean, the octave bar against the measured frontier's n*; where
+    the two disagree by more than the bars allow (``both`` empty), no predictor can pass on this
+    sweep, whatever it predicts."""
+    ns = tab["n_values"]
+    col, noise, top = tab["mean"][:, -1], float(tab["noise"][-1]), n_star[-1]
+    best = float(np.nanmax(col))
+    within_noise = [n for j, n in enumerate(ns) if np.isfinite(col[j]) and best - col[j] <= times_noise * noise]
+    within_oct = [n for n in ns if abs(math.log2(n) - math.log2(top)) <= octaves]
+    return {"within_2_noise": within_noise, "within_1_octave": within_oct,
+            "both": [n for n in within_noise if n in within_oct], "n_star_measured": top,
+            "n_best_raw": ns[int(np.nanargmax(col))], "noise": noise}
+
+
 def measured_frontier(df: pd.DataFrame) -> dict:
     """The measured frontier (n*, tie band, learning flags) as ``isosim analyze`` reads the sweep."""
     from isosim.frontier import analysis
@@ -303,6 +319,7 @@ def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
         "seed_mean": {str(n): [None if not np.isfinite(v) else float(v) for v in tab["mean"][j]]
                       for j, n in enumerate(grid)},
         "predictors": {name: score_picks(p, tab, meas["n_star"], scored) for name, p in picks.items()},
+        "attainable_top": attainable(tab, meas["n_star"]),
         "n_star_coverage": {name: coverage(pred, budgets, meas["n_star"], scored)
                             for name, pred in (("isosim_profile", spec.get("profile")), ("isosim_calibrated", cal))},
     }
@@ -430,6 +447,7 @@ def build(results: Path, root: Path | None = None) -> dict:
                                             else f"{kept} on the cheap part, rerun here (a retrodiction)")
     return {"rules": __doc__.split("The rules, fixed")[1].strip(), "kept_method": kept,
             "summary": summary(sweeps), "methods": method_scores,
+            "attainable_on_every_sweep": all(v["attainable_top"]["both"] for v in sweeps.values()),
             "not_scored_yet": {k: f"{len(v)} run(s) short of their budget" for k, v in pending.items()},
             "method_sweeps": {m: {k: {x: r[x] for x in ("n_pick", "regret", "noise", "octaves_max", "regret_mean")}
                                   for k, r in rows.items()} for m, rows in method_rows.items()},
@@ -444,6 +462,18 @@ def method_table(doc: dict) -> str:
         lines.append(f"| {m}{tag} | {s['sweeps']} | "
                      f"{s['mean_regret_top']:.4f} | {s['max_regret_over_noise_top']:.2f} | "
                      f"{s['octaves_max_scored']:g} | {s['mean_regret_scored']:.4f} |")
+    return "\n".join(lines)
+
+
+def attainable_table(doc: dict) -> str:
+    """Per sweep: the picks at the top budget within 2x noise of the best seed mean, those within
+    1 octave of the measured n*, and those that are both (none: no predictor can pass there)."""
+    lines = ["| sweep | measured n* (raw best) at top | within 2x noise | within 1 octave of n* | both |",
+             "|---|---|---|---|---|"]
+    for key, s in doc["sweeps"].items():
+        a = s["attainable_top"]
+        lines.append(f"| {key} | {a['n_star_measured']} ({a['n_best_raw']}) | {a['within_2_noise']} | "
+                     f"{a['within_1_octave']} | {a['both'] or 'none'} |")
     return "\n".join(lines)
 
 
