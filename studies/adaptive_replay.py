@@ -11,8 +11,9 @@
 # standard error of a seed-mean at C (seed-to-seed spread pooled over n); overhead = rollouts on
 # runs not chosen / C. Policies: adaptive started at isosim's prediction (the profile-only
 # prediction committed before the sweeps ran, ``organism_prediction.json``, where the split has
-# one), adaptive started at a spread over the grid, plain successive halving on the same grid and
-# rungs, and one run at the predicted n.
+# one), adaptive started at a spread over the grid, plain successive halving on the same grid (on
+# its first-round rungs C/16, C/8, ...: the baseline), the same halving on the adaptive policy's
+# rungs (C/32, ...: an extra column, not the baseline), and one run at the predicted n.
 #
 # Sweeps: ``studies/results/organism/real/SPLIT`` and any ``studies/results/organism_f8/**/SPLIT``
 # folder of ``nN_bpB_sS/records.jsonl`` runs (picked up when they land). Run:

@@ -46,20 +46,30 @@ def best_at(fns, budget=C):
     return max(fns, key=lambda n: fns[n](budget))
 
 
-def test_late_overtaker_rising_faster_is_not_stopped_while_it_trails():
+FIRST_ROUND = {"first_rung": 1 / 16, "window_octaves": 2.0}
+"""the first round's rungs and window, where the late-overtaker cases below hold"""
+C32 = pytest.param({}, marks=pytest.mark.xfail(strict=True, reason=(
+    "known weakness of the default C/32 first rung: it decides before the larger n takes off "
+    "(module docstring)")))
+
+
+@pytest.mark.parametrize("kw", [FIRST_ROUND, C32])
+def test_late_overtaker_rising_faster_is_not_stopped_while_it_trails(kw):
     # 32 trails n=4 at the first rung but already rises faster there; it wins at C. (With a later
     # take-off, scale 1500, 32 is still convex at C/16 with the leader's slope, and the policy
-    # stops it: the limitation the docs state.)
+    # stops it: the limitation the docs state. At the default C/32 first rung, even scale 800.)
     fns = late_overtaker(scale=800)
     assert fns[4](C / 16) > fns[32](C / 16) and best_at(fns) == 32
-    res = ad.replay(sweep(fns, sigma=0.005), ad.Settings(budget=C, grid=GRID, start=(4, 32), eval_samples=2400))
+    res = ad.replay(sweep(fns, sigma=0.005), ad.Settings(budget=C, grid=GRID, start=(4, 32), eval_samples=2400,
+                                                         **kw))
     assert res["chosen"] == 32
     assert not any(d["event"] == "stop" and d["n"] == 32 for d in res["decisions"])
 
 
-def test_a_start_below_the_answer_spawns_upwards_and_ends_within_the_margin():
+@pytest.mark.parametrize("kw", [FIRST_ROUND, C32])
+def test_a_start_below_the_answer_spawns_upwards_and_ends_within_the_margin(kw):
     fns = late_overtaker()
-    s = ad.Settings(budget=C, grid=GRID, start=(4, 8), eval_samples=2400)
+    s = ad.Settings(budget=C, grid=GRID, start=(4, 8), eval_samples=2400, **kw)
     res = ad.replay(sweep(fns, sigma=0.005), s)
     spawned = [d["n"] for d in res["decisions"] if d["event"] == "spawn"]
     assert spawned and min(spawned) > 8
@@ -83,7 +93,9 @@ def test_flat_tie_costs_at_most_one_run_and_any_choice_is_right():
     assert spawned <= 1
 
 
-def test_noisy_leader_is_not_stopped_on_one_bad_evaluation():
+@pytest.mark.parametrize("kw", [FIRST_ROUND, pytest.param({}, marks=pytest.mark.xfail(strict=True, reason=(
+    "the default one-octave window reads a level from two evaluations: 8 of 10 seeds, not 9")))])
+def test_noisy_leader_is_not_stopped_on_one_bad_evaluation(kw):
     # n=8 is best by .05 at C but evaluates with sigma .02; the others are smooth and worse
     fns = {n: logistic_curve(.25 if n != 8 else .30, 3e3 * n ** 0.5) for n in GRID}
     assert best_at(fns) == 8
@@ -92,7 +104,7 @@ def test_noisy_leader_is_not_stopped_on_one_bad_evaluation():
         data = sweep(fns, sigma=0.0, seed=seed)
         rng = np.random.default_rng(100 + seed)
         data[8] = [(r, v + (0.02 * rng.standard_normal() if r > 0 else 0)) for r, v in data[8]]
-        res = ad.replay(data, ad.Settings(budget=C, grid=GRID, start=(4, 8, 32), eval_samples=2400))
+        res = ad.replay(data, ad.Settings(budget=C, grid=GRID, start=(4, 8, 32), eval_samples=2400, **kw))
         wins += res["chosen"] == 8
     assert wins >= 9, wins
 
@@ -108,9 +120,64 @@ def test_clear_loser_stops_early_and_overhead_is_counted():
     assert res["spent"][4] == pytest.approx(max(r for r, _ in sweep(fns)[4]))
 
 
+def peak_curve(amp, mid, fall=0.0, peak=1e12, width=0.8, base=0.3):
+    """A take-off at ``mid`` rollouts, then (``fall`` > 0) a fall of ``fall`` around ``peak``:
+    the curve of a run that overfits its training problems."""
+    def f(r):
+        x = math.log(max(r, 1.0))
+        return (base + amp / (1 + math.exp(-(x - math.log(mid)) / width))
+                - fall / (1 + math.exp(-(x - math.log(peak)) / width)))
+    return f
+
+
+def peak_and_late_riser():
+    # n=4 takes off early, peaks around 1.5e4 rollouts and falls by .06; n=8 rises slowly and is
+    # better at C by .035 (n=4 leads until about C/4)
+    return {4: peak_curve(0.27, 800, fall=0.06, peak=3e4, width=0.5), 8: peak_curve(0.27, 1.2e4, width=1.2)}
+
+
+def test_a_peaked_leader_loses_to_the_late_riser():
+    fns = peak_and_late_riser()
+    assert best_at(fns) == 8 and fns[8](C) - fns[4](C) > 0.03 and fns[4](C / 8) > fns[8](C / 8) + 0.05
+
+    def wins(**kw):
+        return sum(ad.replay(sweep(fns, sigma=0.005, seed=seed), ad.Settings(
+            budget=C, grid=(4, 8), start=(4, 8), eval_samples=2400, **kw))["chosen"] == 8 for seed in range(10))
+
+    assert wins() >= 9
+    # without the peak rule (the first round's reading, at the same rungs) the early leader is
+    # kept in about half the seeds: the rule is what finds the late riser here
+    assert wins(trend="optimistic", peak_stop=False) <= 6
+
+
+def test_a_peaked_run_stops_and_a_larger_n_starts():
+    fns = peak_and_late_riser()
+    fns[16] = peak_curve(0.27, 3e4, width=1.2)
+    res = ad.replay(sweep(fns, sigma=0.005, seed=0), ad.Settings(budget=C, grid=(4, 8, 16), start=(4, 8),
+                                                                 eval_samples=2400))
+    ev = [(d["event"], d.get("n"), d.get("kind")) for d in res["decisions"] if d["event"] in ("stop", "spawn")]
+    assert ("stop", 4, "peaked") in ev
+    assert any(e == "spawn" and n == 16 for e, n, _ in ev)
+    assert any(4 in d["peaked"] for d in res["decisions"] if d["event"] == "rung")
+
+
+def test_at_most_one_new_n_per_rung():
+    fns = late_overtaker(scale=800)
+    free_doubles = 0
+    for seed in range(3):
+        data = sweep(fns, sigma=0.005, seed=seed)
+        res = ad.replay(data, ad.Settings(budget=C, grid=GRID, start=(4, 16), eval_samples=2400))
+        rungs = [d["rung"] for d in res["decisions"] if d["event"] == "spawn"]
+        assert rungs and len(rungs) == len(set(rungs))
+        free = ad.replay(data, ad.Settings(budget=C, grid=GRID, start=(4, 16), eval_samples=2400, spawns_per_rung=0))
+        free_rungs = [d["rung"] for d in free["decisions"] if d["event"] == "spawn"]
+        free_doubles += len(free_rungs) > len(set(free_rungs))
+    assert free_doubles >= 1  # without the cap this case starts two n at one rung
+
+
 def test_successive_halving_keeps_the_better_half_on_each_rung():
     fns = {n: logistic_curve(.3 / (1 + math.log2(n / 4)), 1e3) for n in GRID}
-    res = ad.successive_halving(sweep(fns), ad.Settings(budget=C, grid=GRID, start=(4,)))
+    res = ad.successive_halving(sweep(fns), ad.Settings(budget=C, grid=GRID, start=(4,), first_rung=ad.SH_FIRST_RUNG))
     assert res["chosen"] == 4
     assert set(res["spent"]) == set(GRID)
     # six runs to C/16 (three stop), three to C/8 (one stops), two to C/4 (one stops)
@@ -153,6 +220,7 @@ def test_truth_scoring_on_a_fabricated_sweep():
     ({"budget": -5}, "budget must be a positive"),
     ({"start": (3,)}, "not in the grid"),
     ({"start": ()}, "no n to start"),
+    ({"trend": "upward"}, "trend must be"),
 ])
 def test_bad_settings_are_one_line_errors(kw, needle):
     args = {"budget": C, "grid": GRID, "start": (4,), **kw}
@@ -191,10 +259,17 @@ def test_replay_scores_a_fabricated_sweep_folder(tmp_path):
     budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= 2e4]
     rows = ad.score_sweep(sw, budgets, predicted=lambda b: 16)
     pols = {r["policy"] for r in rows}
-    assert pols == {"adaptive (prediction)", "adaptive (spread)", "successive halving", "one run at the predicted n"}
-    assert len(rows) == 4 * 2 * len(budgets)
+    assert pols == {"adaptive (prediction)", "adaptive (spread)", "successive halving", "one run at the predicted n",
+                    ad.SH_CHEAP}
+    assert len(rows) == 5 * 2 * len(budgets)
     for r in rows:
         assert r["best"] == 4 and r["regret"] >= 0 and r["seed_se"] > 0
+        if r["policy"] == "successive halving":  # the baseline keeps its first-round rungs (C/16 up)
+            full = {n: sw["runs"][n][r["seed"]] for n in sw["runs"]}
+            grid = tuple(ad.grid_at(list(sw["runs"]), r["budget"], sw["b_p"]))
+            base = ad.successive_halving({n: full[n] for n in grid}, ad.Settings(
+                budget=r["budget"], grid=grid, start=grid, first_rung=1 / 16))
+            assert r["overhead"] == pytest.approx(base["overhead"]) and r["chosen"] == base["chosen"]
         if r["policy"] == "one run at the predicted n":
             assert r["chosen"] == 16 and r["overhead"] == 0
         else:
@@ -232,3 +307,23 @@ def test_replay_study_leaves_a_sweep_short_of_its_budget_unscored(tmp_path):
     assert list(rep["sweeps"]) == ["organism/real/easy"]
     assert rep["not_scored_yet"] == {"organism_f8/hard-128": "4 run(s) short of their budget"}
     assert {r["sweep"] for r in rep["rows"]} == {"organism/real/easy"}
+
+
+def test_a_search_begun_under_older_rules_resumes_under_them(tmp_path):
+    # a decision log written before the second round (no trend, C/16 rungs) continues with its own
+    # rules; a log of another search (budget, grid, start) is refused
+    from llm_runs.launch.adaptive import load_decisions
+
+    old = ad.Settings(budget=C, grid=GRID, start=(4, 32), first_rung=1 / 16, window_octaves=2.0, trend="optimistic",
+                      peak_stop=False, spawns_per_rung=0)
+    log = ad.Adaptive(old).decisions
+    for key in ("trend", "peak_stop", "spawns_per_rung", "noise_past_takeoff", "matched_steps"):
+        del log[0]["settings"][key]
+    path = tmp_path / "decisions.json"
+    path.write_text(json.dumps(log))
+    now = ad.Settings(budget=C, grid=GRID, start=(4, 32))
+    decisions, settings = load_decisions(path, now)
+    assert settings == old and decisions == log
+    assert ad.Adaptive(settings, decisions=decisions).rungs == [C / 16 * 2 ** k for k in range(4)]
+    with pytest.raises(IsosimError, match="other settings"):
+        load_decisions(path, ad.Settings(budget=C / 2, grid=GRID, start=(4, 32)))

@@ -152,18 +152,24 @@ class Launcher:
                 raise IsosimError(f"run {run.name} (job {job.job_id}) failed: {last}; rerun to resume") from None
 
 
-def load_decisions(path: Path, settings: ad.Settings) -> list[dict[str, Any]]:
+SAME_SEARCH = ("budget", "grid", "start", "eval_samples")
+"""the settings that make a search; the others are the policy's rules"""
+
+
+def load_decisions(path: Path, settings: ad.Settings) -> tuple[list[dict[str, Any]], ad.Settings]:
+    """The decision log at ``path`` and the settings to continue it with: a search begun under
+    other rules (an older isosim) finishes under the rules it began with."""
     if not path.is_file():
-        return []
+        return [], settings
     try:
         decisions = json.loads(path.read_text(encoding="utf-8"))
         saved = ad.Settings.from_json(decisions[0]["settings"])
     except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:
         raise IsosimError(f"{path}: unreadable decision log ({type(exc).__name__}: {exc}); use another --out") from None
-    if saved != settings:
+    if any(getattr(saved, k) != getattr(settings, k) for k in SAME_SEARCH):
         raise IsosimError(f"{path} holds an adaptive search with other settings (grid, start or budget): "
                           "rerun it as it was, or use another --out")
-    return decisions
+    return decisions, saved
 
 
 def observed(pol: ad.Adaptive, runs: dict[int, RunSpec], metric: str) -> dict[int, list[tuple[float, float]]]:
@@ -190,7 +196,8 @@ def run_adaptive(plan: ValidationPlan, *, launcher: str = "local", opts: SlurmOp
     folder.mkdir(parents=True, exist_ok=True)
     settings = settings_for(plan, plan.predicted.get("n_star"))
     dec_path = folder / "decisions.json"
-    pol = ad.Adaptive(settings, decisions=load_decisions(dec_path, settings))
+    decisions, settings = load_decisions(dec_path, settings)
+    pol = ad.Adaptive(settings, decisions=decisions)
     write_json(dec_path, pol.decisions, mkdir=False)
     log(f"adaptive: budget {settings.budget:.0f}, grid n = {list(settings.grid)}, start n = {list(settings.start)} "
         f"(predicted n* = {plan.predicted.get('n_star')}), rungs {[round(r) for r in pol.rungs]}")
