@@ -54,7 +54,7 @@ def test_committed_predictions_carry_the_schema():
             "seeds", "max_rollouts", "final_val_avg", "seed_sd"}
     for name in ("prediction.json", "prediction_calibrated.json", "prediction_dynamics.json"):
         doc = json.loads((folder / name).read_text())
-        assert set(doc) == {"hard-128", "hard-512"}, name
+        assert set(doc) == {"hard-128", "hard-512", "hard-1238-t06"}, name
         for entry in doc.values():
             assert keys <= set(entry), (name, keys - set(entry))
             assert len(entry["n_star"]) == len(entry["budgets"]) == len(entry["n_tie_hi"])
