@@ -14,6 +14,9 @@
 # one), adaptive started at a spread over the grid, plain successive halving on the same grid (on
 # its first-round rungs C/16, C/8, ...: the baseline), the same halving on the adaptive policy's
 # rungs (C/32, ...: an extra column, not the baseline), and one run at the predicted n.
+# References (not policies; they pay for every run, ``ad.REFERENCES``): the n chosen with every
+# grid n run to C/2 or C/4, read at its level or carried to C along its local line, and the seed's
+# own best run at C. They bound what any reading of the curves can do before C/2 (or C/4).
 #
 # Sweeps: ``studies/results/organism/real/SPLIT`` and any ``studies/results/organism_f8/**/SPLIT``
 # folder of ``nN_bpB_sS/records.jsonl`` runs (picked up when they land). Run:
@@ -81,7 +84,11 @@ def summarise(rows: list[dict]) -> dict:
                     "max_regret_over_se": float(np.max([r["regret_over_se"] for r in rs])),
                     "mean_overhead": float(np.mean([r["overhead"] for r in rs])),
                     "max_overhead": float(np.max([r["overhead"] for r in rs])),
-                    "in_tie_band": sum(r["chosen"] in r["tie_band"] for r in rs)}
+                    "in_tie_band": sum(r["chosen"] in r["tie_band"] for r in rs),
+                    # the sweep-level reading: mean regret against twice the mean seed se
+                    "mean_seed_se": float(np.mean([r["seed_se"] for r in rs])),
+                    "mean_regret_within_2_mean_se": bool(np.mean([r["regret"] for r in rs])
+                                                         <= 2 * np.mean([r["seed_se"] for r in rs]) + 1e-12)}
     return out
 
 
@@ -107,7 +114,7 @@ def live_check(results: Path, sweeps: dict[str, Path]) -> dict | None:
 def main(results: Path = RESULTS, out: Path | None = None) -> dict:
     sweeps = find_sweeps(results)
     report: dict = {"rules": ad.__doc__.split("\n\n")[1].strip() if ad.__doc__ else "", "min_budget": MIN_BUDGET,
-                    "sweeps": {}, "not_scored_yet": {}, "rows": []}
+                    "sweeps": {}, "not_scored_yet": {}, "rows": [], "reference_rows": []}
     for name, folder in sweeps.items():
         short = unfinished(folder)  # a committed cheap part: listed, not scored
         if short:
@@ -119,11 +126,16 @@ def main(results: Path = RESULTS, out: Path | None = None) -> dict:
         rows = ad.score_sweep(sw, budgets, predicted=prediction_for(name, results))
         for r in rows:
             r["sweep"] = name
+        refs = ad.score_references(sw, budgets)
+        for r in refs:
+            r["sweep"] = name
         report["sweeps"][name] = {"n": sorted(sw["runs"]), "seeds": sw["seeds"], "b_p": sw["b_p"],
                                   "budgets": budgets, "eval_samples": sw["eval_samples"],
-                                  "summary": summarise(rows)}
+                                  "summary": summarise(rows), "references": summarise(refs)}
         report["rows"] += rows
+        report["reference_rows"] += refs
     report["summary"] = summarise(report["rows"])
+    report["references"] = summarise(report["reference_rows"]) if report["reference_rows"] else {}
     report["live"] = live_check(results, sweeps)
     write_json(out or results / "adaptive_replay.json", report)
     return report
@@ -135,12 +147,13 @@ if __name__ == "__main__":
     # (seconds at any scale: --quick writes the same numbers under results/quick/)
     _quick, _scale, _fig_dir, json_path = setup("adaptive_replay", "adaptive choice of n, replayed on the sweeps")
     rep = main(out=json_path)
-    for name, s in list(rep["sweeps"].items()) + [("all", {"summary": rep["summary"]})]:
+    for name, s in list(rep["sweeps"].items()) + [("all", {"summary": rep["summary"], "references": rep["references"]})]:
         print(name)
-        for pol, v in s["summary"].items():
-            print(f"  {pol:28s} regret<=2se {v['within_2se']}/{v['replays']}  tie band {v['in_tie_band']}/"
-                  f"{v['replays']}  mean regret {v['mean_regret']:.4f}  max regret/se {v['max_regret_over_se']:.2f}  "
-                  f"overhead mean {v['mean_overhead']:.2f} max {v['max_overhead']:.2f}")
+        for pol, v in list(s["summary"].items()) + [("ref: " + k, v) for k, v in s["references"].items()]:
+            print(f"  {pol:40s} regret<=2se {v['within_2se']}/{v['replays']}  tie band {v['in_tie_band']}/"
+                  f"{v['replays']}  mean regret {v['mean_regret']:.4f} (2 x mean se {2 * v['mean_seed_se']:.4f})  "
+                  f"max regret/se {v['max_regret_over_se']:.2f}  overhead mean {v['mean_overhead']:.2f} "
+                  f"max {v['max_overhead']:.2f}")
     if rep["live"]:
         print("live:", {k: rep["live"][k] for k in ("budget", "chosen", "overhead", "sweep_best", "sweep_tie_band",
                                                      "chosen_in_tie_band", "regret")})

@@ -327,3 +327,41 @@ def test_a_search_begun_under_older_rules_resumes_under_them(tmp_path):
     assert ad.Adaptive(settings, decisions=decisions).rungs == [C / 16 * 2 ** k for k in range(4)]
     with pytest.raises(IsosimError, match="other settings"):
         load_decisions(path, ad.Settings(budget=C / 2, grid=GRID, start=(4, 32)))
+
+
+def test_informed_choice_reads_levels_lines_and_the_run_at_c():
+    # n=4 leads early and has peaked (falling); n=32 trails at C/2 but rises steeply and is best at C
+    def peaked(r):
+        return .55 - .04 * max(0.0, math.log(r / 2e4)) if r > 0 else .1
+    fns = {4: peaked, 32: logistic_curve(.2, 6e4, width=.4, base=.35)}
+    full = sweep(fns)
+    assert best_at(fns) == 32
+    half = {n: ad.reveal(full[n], C / 2) for n in full}
+    assert half[4][-1][1] > half[32][-1][1]  # the level at C/2 favours n=4
+    lvl = ad.informed_choice(full, C, 2.0, "level")
+    line = ad.informed_choice(full, C, 2.0, "line")
+    own = ad.informed_choice(full, C, 1.0)
+    assert lvl["chosen"] == 4 and line["chosen"] == 32 and own["chosen"] == 32
+    # overhead: the run not chosen, as far as it was revealed, over C
+    assert lvl["overhead"] == pytest.approx(ad.spent(half[32]) / C)
+    assert own["overhead"] == pytest.approx(ad.spent(full[4]) / C)
+    two = ad.informed_choice({**full, 8: sweep({8: lambda r: .3})[8]}, C, 4.0, "line2")
+    assert two["chosen"] in (4, 32) and set(two["value"]) == {4, 32}  # the flat n=8 is not among the two best lines
+    with pytest.raises(IsosimError, match="frac must be"):
+        ad.informed_choice(full, C, 0.5)
+    with pytest.raises(IsosimError, match="reading must be"):
+        ad.informed_choice(full, C, 2.0, "median")
+
+
+def test_score_references_on_a_fabricated_sweep(tmp_path):
+    fns = {n: logistic_curve(.3 / (1 + math.log2(n / 4)), 1e3 * n ** 0.5) for n in (4, 8, 16, 32)}
+    write_sweep(tmp_path / "sw", fns, sigma=0.0)
+    sw = ad.load_sweep(tmp_path / "sw")
+    budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= 2e4]
+    rows = ad.score_references(sw, budgets)
+    assert {r["policy"] for r in rows} == set(ad.REFERENCES)
+    assert len(rows) == len(ad.REFERENCES) * 2 * len(budgets)
+    for r in rows:
+        assert r["regret"] >= 0
+        if r["policy"] == "every n to C, best at C (this seed)":  # noiseless: the seed's best is the best
+            assert r["chosen"] == 4 and r["regret"] == 0 and r["overhead"] > 1.5  # three runs, each past C/2

@@ -742,6 +742,78 @@ def score_sweep(sweep: Mapping[str, Any], budgets: Sequence[float], predicted: C
     return rows
 
 
+REFERENCES = {"every n to C/2, best level": (2.0, "level"), "every n to C/2, best line to C": (2.0, "line"),
+              "every n to C/4, best level": (4.0, "level"), "every n to C/4, best line to C": (4.0, "line"),
+              "every n to C, best at C (this seed)": (1.0, "level"),
+              "every n to C/4, best two lines to C/2, best level": (4.0, "line2")}
+"""reference readers (not policies: they pay for every run): what could be chosen with every grid n
+run to C / frac, read at its last evaluation ("level") or carried to C along its local line
+("line"); at frac 1 the seed's own best run at C, which no search can beat on that seed. "line2":
+the two best lines at C / 4 continue to C / 2, where the better level is chosen (the cheapest
+two-stage reading that met the regret bar on all five sweeps of 2026-12-04, of six tried;
+studies/LOG.md)"""
+
+
+def informed_choice(full: Mapping[int, Curve], budget: float, frac: float = 2.0, reading: str = "level",
+                    window_octaves: float = 1.0) -> dict[str, Any]:
+    """The n a reader chooses with every run of ``full`` revealed up to ``budget / frac`` rollouts
+    (see :func:`reveal`), and the overhead that costs (rollouts of the runs not chosen / budget).
+    ``reading`` "level": the best last evaluation; "line": the best local line (``window_octaves``
+    below the last evaluation, :func:`local_fit`) carried to the budget; "line2": the two best
+    lines continue to ``budget * 2 / frac`` and the better level there is chosen."""
+    if frac < 1:
+        raise IsosimError(f"frac must be >= 1 (runs revealed up to budget / frac), got {frac}")
+    if reading not in ("level", "line", "line2"):
+        raise IsosimError(f"reading must be 'level', 'line' or 'line2', got {reading!r}")
+    seen = {n: reveal(c, budget / frac) for n, c in full.items()}
+    if reading == "line2":  # the two best lines go on to budget / (frac / 2); the better level wins
+        first = informed_choice(full, budget, frac, "line", window_octaves)
+        lines = first["value"]
+        top = sorted(full, key=lambda n: (-lines[n], n))[:2]
+        for n in top:
+            seen[n] = reveal(full[n], budget * 2 / frac)
+        value = {n: seen[n][-1][1] for n in top}
+        chosen = max(value, key=lambda n: (value[n], -n))
+        return {"chosen": int(chosen), "value": value,
+                "overhead": float(sum(spent(c) for n, c in seen.items() if n != chosen) / budget)}
+    if frac == 1:
+        value = {n: value_at(full[n], budget) for n in full}
+    elif reading == "level":
+        value = {n: c[-1][1] for n, c in seen.items()}
+    else:
+        value = {}
+        for n, c in seen.items():
+            lv, sl, _, _ = local_fit(c, spent(c), window_octaves)
+            value[n] = lv + sl * math.log(budget / max(spent(c), 1.0))
+    value = {n: v if math.isfinite(v) else -math.inf for n, v in value.items()}
+    chosen = max(value, key=lambda n: (value[n], -n))
+    return {"chosen": int(chosen), "value": value,
+            "overhead": float(sum(spent(c) for n, c in seen.items() if n != chosen) / budget)}
+
+
+def score_references(sweep: Mapping[str, Any], budgets: Sequence[float], min_steps: int = MIN_STEPS) -> list[dict[str, Any]]:
+    """:data:`REFERENCES` scored like :func:`score_sweep`'s policies, every seed at every budget:
+    how much of the regret any reading of the curves up to C / 2 (or C / 4) can remove."""
+    rows = []
+    for budget in budgets:
+        grid = grid_at(list(sweep["runs"]), budget, sweep["b_p"], min_steps)
+        truth = truth_at({n: sweep["runs"][n] for n in grid}, budget)
+        for seed in sweep["seeds"]:
+            full = {n: sweep["runs"][n][seed] for n in grid if seed in sweep["runs"][n]}
+            if sorted(full) != grid:
+                continue
+            for name, (frac, reading) in REFERENCES.items():
+                res = informed_choice(full, budget, frac, reading)
+                regret = truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]
+                rows.append({"budget": float(budget), "seed": int(seed), "policy": name, "chosen": res["chosen"],
+                             "best": truth["best"], "tie_band": truth["tie_band"], "regret": regret,
+                             "seed_se": truth["seed_se"], "regret_over_se": regret / truth["seed_se"]
+                             if truth["seed_se"] > 0 else float("nan"),
+                             "within_2se": bool(regret <= 2 * truth["seed_se"] + 1e-12),
+                             "overhead": res["overhead"], "tried": sorted(full)})
+    return rows
+
+
 def default_budgets(max_budget: float, lo: float = 64.0, k: int = 25) -> list[float]:
     """The frontier analysis' budget grid of a sweep: ``k`` log-spaced budgets from ``lo``."""
     return [float(b) for b in np.geomspace(lo, max_budget, k)]
