@@ -52,9 +52,13 @@ def test_committed_predictions_carry_the_schema():
     folder = ROOT / "studies" / "results" / "organism_f8"
     keys = {"budgets", "n_star", "n_tol", "n_tie_hi", "learning", "n_sat", "n_sat_ci", "saturated", "n_values",
             "seeds", "max_rollouts", "final_val_avg", "seed_sd"}
+    # every sweep folder of runs is measured, and every measured sweep has all three predictions
+    sweeps = {d.name for d in folder.iterdir() if d.is_dir() and any(d.glob("n*_bp16_s*/records.jsonl"))}
+    assert {"hard-128", "hard-256", "hard-512", "hard-1238-t06"} <= sweeps
+    assert set(json.loads((folder / "measured.json").read_text())) == sweeps
     for name in ("prediction.json", "prediction_calibrated.json", "prediction_dynamics.json"):
         doc = json.loads((folder / name).read_text())
-        assert set(doc) == {"hard-128", "hard-512", "hard-1238-t06"}, name
+        assert set(doc) == sweeps, name
         for entry in doc.values():
             assert keys <= set(entry), (name, keys - set(entry))
             assert len(entry["n_star"]) == len(entry["budgets"]) == len(entry["n_tie_hi"])
