@@ -221,6 +221,8 @@ def test_truth_scoring_on_a_fabricated_sweep():
     ({"start": (3,)}, "not in the grid"),
     ({"start": ()}, "no n to start"),
     ({"trend": "upward"}, "trend must be"),
+    ({"policy": "widest"}, "policy must be"),
+    ({"policy": "lines"}, "starts every grid n"),
 ])
 def test_bad_settings_are_one_line_errors(kw, needle):
     args = {"budget": C, "grid": GRID, "start": (4,), **kw}
@@ -365,3 +367,33 @@ def test_score_references_on_a_fabricated_sweep(tmp_path):
         assert r["regret"] >= 0
         if r["policy"] == "every n to C, best at C (this seed)":  # noiseless: the seed's best is the best
             assert r["chosen"] == 4 and r["regret"] == 0 and r["overhead"] > 1.5  # three runs, each past C/2
+
+
+def test_lines_policy_is_the_two_stage_reference_and_finds_a_late_riser():
+    # a peaked early leader and a late riser that is best at C: the two-stage lines policy keeps
+    # the riser (its line) and chooses it at C/2; its replay equals the reference reader exactly
+    def peaked(r):
+        return .55 - .04 * max(0.0, math.log(r / 2e4)) if r > 0 else .1
+    fns = {4: peaked, 8: peaked, 16: lambda r: .3 + .1 * min(1.0, r / 1e4),
+           32: logistic_curve(.2, 3e4, width=.4, base=.35)}
+    grid = tuple(sorted(fns))
+    for seed in range(5):
+        data = sweep(fns, sigma=0.004, seed=seed)
+        res = ad.replay(data, ad.lines_settings(C, grid, 2400))
+        ref = ad.informed_choice(data, C, 4.0, "line2")
+        assert res["chosen"] == ref["chosen"] == 32
+        assert res["overhead"] == pytest.approx(ref["overhead"])
+        ev = [d["event"] for d in res["decisions"]]
+        assert ev == ["start", "rung", "stop", "stop", "advance", "rung", "choose", "done"]
+        # halving, which reads levels, keeps a peaked run
+        assert ad.successive_halving(data, ad.Settings(budget=C, grid=grid, start=grid, first_rung=1 / 16))["chosen"] in (4, 8)
+    # resumable: rebuilt from any prefix of its log, it continues identically
+    s = ad.lines_settings(C, grid, 2400)
+    for cut in range(1, len(res["decisions"])):
+        pol = ad.Adaptive(s, decisions=json.loads(json.dumps(res["decisions"][:cut])))
+        seen = {n: ad.reveal(data[n], sp) for n, sp in pol.stopped.items()}
+        while pol.requests():
+            for n, t in pol.requests().items():
+                seen[n] = ad.reveal(data[n], t)
+            pol.update(seen)
+        assert pol.decisions == json.loads(json.dumps(res["decisions"]))

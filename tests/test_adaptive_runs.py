@@ -89,6 +89,7 @@ def test_adaptive_search_is_killed_and_resumes_its_decisions(assets):
     ([], 0, "--budget must be a positive"),
     ([], -64, "--budget must be a positive"),
     (["--seeds", "2"], 256, "one seed per n"),
+    (["--search", "widest"], 256, "--search must be adaptive or lines"),
 ])
 def test_adaptive_bad_input_one_line_exit_2(assets, extra, budget, needle):
     res = isosim(assets, *args(assets, assets["root"] / "bad", *extra, budget=budget))
@@ -106,3 +107,25 @@ def test_adaptive_refuses_a_decision_log_of_another_search(assets):
     assert res.returncode == 2
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "other settings" in lines[0], res.stderr
+
+
+def test_search_lines_runs_every_n_to_a_quarter_then_the_two_best_to_half(assets):
+    out = assets["root"] / "lines"
+    res = isosim(assets, *args(assets, out, "--search", "lines"))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    dec = json.loads((out / "adaptive" / "decisions.json").read_text())
+    assert dec[0]["settings"]["policy"] == "lines" and dec[0]["n"] == [2, 4]
+    rungs = [d for d in dec if d["event"] == "rung"]
+    assert [d["rung"] for d in rungs] == [64.0, 128.0]  # C/4 and C/2 of 256 rollouts
+    assert all(d["active"] == [2, 4] for d in rungs)  # two n: both are among the two best lines
+    result = json.loads((out / "adaptive" / "result.json").read_text())
+    assert result["chosen"] in (2, 4) and dec[-1]["event"] == "done" and result["settings"]["policy"] == "lines"
+    # the same folder under the other rule is another search: refused, one line, exit 2
+    res = isosim(assets, *args(assets, out))
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "search" in lines[0], res.stderr
+    # --search without --adaptive
+    a = [x for x in args(assets, assets["root"] / "lines_bad", "--search", "lines") if x != "--adaptive"]
+    res = isosim(assets, *a)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "add --adaptive" in lines[0], res.stderr

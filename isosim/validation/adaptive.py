@@ -122,6 +122,10 @@ class Settings:
     matched_steps: bool = False
     """never stop a run of larger n than the leader that is at least as good as the leader was
     after the same number of steps; tried, off: it kept runs of larger n to late rungs"""
+    policy: str = "adaptive"
+    """"adaptive" (the rules above) or "lines": every grid n to C / 4, the two whose local lines
+    carried to C are best continue to C / 2, the better evaluation there wins (:func:`lines_settings`;
+    about 1.2 runs of overhead, for training sets small enough that runs peak; studies/LOG.md)"""
 
     def __post_init__(self) -> None:
         if not (self.budget > 0 and math.isfinite(self.budget)):
@@ -141,9 +145,16 @@ class Settings:
             raise IsosimError(f"eta must be > 1, got {self.eta}")
         if self.trend not in ("signed", "optimistic", "peak", "half"):
             raise IsosimError(f"trend must be 'peak', 'optimistic', 'signed' or 'half', got {self.trend!r}")
+        if self.policy not in ("adaptive", "lines"):
+            raise IsosimError(f"policy must be 'adaptive' or 'lines', got {self.policy!r}")
+        if self.policy == "lines" and sorted(self.start) != sorted(set(self.grid)):
+            raise IsosimError("the 'lines' policy starts every grid n (see lines_settings)")
 
     def rungs(self) -> list[float]:
-        """Decision points in rollouts, below the budget: C * first_rung * eta^k < C."""
+        """Decision points in rollouts, below the budget: C * first_rung * eta^k < C ("lines":
+        C / 4 and C / 2)."""
+        if self.policy == "lines":
+            return [self.budget / 4, self.budget / 2]
         out, r = [], self.budget * self.first_rung
         while r < self.budget * (1 - 1e-9):
             out.append(r)
@@ -173,6 +184,12 @@ def spread_start(grid: Sequence[int], predicted: int | None = None) -> list[int]
     near = min(g, key=lambda n: (abs(math.log2(n) - math.log2(predicted)), n))
     i = g.index(near)
     return sorted({g[max(0, i - 2)], near, g[min(len(g) - 1, i + 2)]})
+
+
+def lines_settings(budget: float, grid: Sequence[int], eval_samples: int | None = None) -> Settings:
+    """Settings of the "lines" policy: every grid n starts; decisions at C / 4 and C / 2."""
+    g = tuple(sorted(set(int(n) for n in grid)))
+    return Settings(budget=budget, grid=g, start=g, eval_samples=eval_samples, policy="lines")
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,6 +372,8 @@ class Adaptive:
             self._log({"event": "done", "n": self.chosen, "spent": spent(curves.get(self.chosen, ())),
                        "overhead": self.overhead(), "why": f"n={self.chosen} reached the budget"})
             return self.decisions[start:]
+        if self.settings.policy == "lines":
+            return self._update_lines(curves, start)
         s, r = self.settings, self.rung
         last = {n: max(spent(curves[n]), 1.0) for n in self.active}
         left_n = {n: max(math.log(s.budget / last[n]), 0.0) for n in self.active}
@@ -471,6 +490,34 @@ class Adaptive:
         else:
             self._log({"event": "advance", "rung_index": self.rung_i + 1, "rung": self.rungs[self.rung_i + 1],
                        "active": list(self.active)})
+        return self.decisions[start:]
+
+    def _update_lines(self, curves: Mapping[int, Curve], start: int) -> list[dict]:
+        """The "lines" policy: at C / 4 every run's local line is carried to C and the two best
+        continue; at C / 2 the better last evaluation is chosen (ties to the smaller n)."""
+        s, r = self.settings, self.rung
+        last = {n: max(spent(curves[n]), 1.0) for n in self.active}
+        fits = {n: local_fit(curves[n], last[n], s.window_octaves) for n in self.active}
+        level = {n: float(curves[n][-1][1]) for n in self.active}
+        line = {n: fits[n][0] + fits[n][1] * math.log(s.budget / last[n]) for n in self.active}
+        key = line if self.rung_i == 0 else level
+        ranked = sorted(self.active, key=lambda n: (-key[n], n))
+        self._log({"event": "rung", "rung": r, "rung_index": self.rung_i, "active": list(self.active),
+                   "level": {str(n): level[n] for n in self.active},
+                   "slope": {str(n): fits[n][1] for n in self.active},
+                   "projection": {str(n): line[n] for n in self.active}, "leader": ranked[0],
+                   "spent": {str(n): spent(curves[n]) for n in self.active}})
+        if self.rung_i == 0 and len(ranked) > 2:
+            for n in ranked[2:]:
+                self._log({"event": "stop", "n": n, "rung": r, "spent": spent(curves[n]), "kind": "dominated",
+                           "why": f"its line carried to C ({line[n]:.4f}) is below the two best "
+                                  f"(n={ranked[0]} {line[ranked[0]]:.4f}, n={ranked[1]} {line[ranked[1]]:.4f})"})
+        if self.rung_i == 0 and len(ranked) > 1:
+            self._log({"event": "advance", "rung_index": 1, "rung": self.rungs[1], "active": list(self.active)})
+        else:
+            why = (f"the better evaluation at C/2 ({level[ranked[0]]:.4f} against "
+                   f"{level[ranked[1]]:.4f} for n={ranked[1]})" if len(ranked) > 1 else f"n={ranked[0]} is the only run")
+            self._choose(ranked[0], curves, r, why)
         return self.decisions[start:]
 
     def _refine(self, leader: int, grid: list[int]) -> tuple[int | None, str]:

@@ -71,12 +71,15 @@ def read_curve(run_dir: str | Path, metric: str = "val_avg") -> list[tuple[float
     return sorted(out)
 
 
-def settings_for(plan: ValidationPlan, predicted_n: int | None) -> ad.Settings:
+def settings_for(plan: ValidationPlan, predicted_n: int | None, policy: str = "adaptive") -> ad.Settings:
     runs = [r for r in plan.runs if r.seed == 0]
     cfg = RunConfig.from_dict(runs[0].config, source="plan")
     grid = tuple(sorted(r.n for r in runs))
+    samples = int(cfg.val_size) * int(cfg.eval_n)
+    if policy == "lines":
+        return ad.lines_settings(float(cfg.budget), grid, samples)
     return ad.Settings(budget=float(cfg.budget), grid=grid, start=tuple(ad.spread_start(grid, predicted_n)),
-                       eval_samples=int(cfg.val_size) * int(cfg.eval_n))
+                       eval_samples=samples)
 
 
 class Launcher:
@@ -152,7 +155,7 @@ class Launcher:
                 raise IsosimError(f"run {run.name} (job {job.job_id}) failed: {last}; rerun to resume") from None
 
 
-SAME_SEARCH = ("budget", "grid", "start", "eval_samples")
+SAME_SEARCH = ("budget", "grid", "start", "eval_samples", "policy")
 """the settings that make a search; the others are the policy's rules"""
 
 
@@ -167,7 +170,7 @@ def load_decisions(path: Path, settings: ad.Settings) -> tuple[list[dict[str, An
     except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:
         raise IsosimError(f"{path}: unreadable decision log ({type(exc).__name__}: {exc}); use another --out") from None
     if any(getattr(saved, k) != getattr(settings, k) for k in SAME_SEARCH):
-        raise IsosimError(f"{path} holds an adaptive search with other settings (grid, start or budget): "
+        raise IsosimError(f"{path} holds an adaptive search with other settings (grid, start, budget or --search): "
                           "rerun it as it was, or use another --out")
     return decisions, saved
 
@@ -187,19 +190,20 @@ def observed(pol: ad.Adaptive, runs: dict[int, RunSpec], metric: str) -> dict[in
 
 
 def run_adaptive(plan: ValidationPlan, *, launcher: str = "local", opts: SlurmOptions | None = None,
-                 metric: str = "val_avg", log: Log = print) -> dict[str, Any]:
-    """Run the adaptive search of ``plan`` (its runs are the grid, seed 0) to the end; resumable."""
+                 metric: str = "val_avg", log: Log = print, policy: str = "adaptive") -> dict[str, Any]:
+    """Run the adaptive search of ``plan`` (its runs are the grid, seed 0) to the end; resumable.
+    ``policy``: "adaptive" or "lines" (:class:`isosim.validation.adaptive.Settings`)."""
     if any(r.seed != 0 for r in plan.runs):
         raise IsosimError("--adaptive runs one seed per n (--seeds 1)")
     runs = {r.n: r for r in plan.runs}
     folder = Path(plan.out) / "adaptive"
     folder.mkdir(parents=True, exist_ok=True)
-    settings = settings_for(plan, plan.predicted.get("n_star"))
+    settings = settings_for(plan, plan.predicted.get("n_star"), policy)
     dec_path = folder / "decisions.json"
     decisions, settings = load_decisions(dec_path, settings)
     pol = ad.Adaptive(settings, decisions=decisions)
     write_json(dec_path, pol.decisions, mkdir=False)
-    log(f"adaptive: budget {settings.budget:.0f}, grid n = {list(settings.grid)}, start n = {list(settings.start)} "
+    log(f"adaptive ({settings.policy}): budget {settings.budget:.0f}, grid n = {list(settings.grid)}, start n = {list(settings.start)} "
         f"(predicted n* = {plan.predicted.get('n_star')}), rungs {[round(r) for r in pol.rungs]}")
     if len(pol.decisions) > 1:
         log(f"resuming after {len(pol.decisions)} decisions ({dec_path})")
