@@ -92,23 +92,28 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def live_check(results: Path, sweeps: dict[str, Path]) -> dict | None:
-    """The committed live ``--adaptive`` run (``adaptive_live/``) against the sweep of its split at
-    its budget: the sweep's best n and tie band there, and whether the chosen n is in the band."""
-    folder = results / "adaptive_live"
-    if not (folder / "result.json").is_file():
-        return None
-    res = json.loads((folder / "result.json").read_text())
-    split = Path(json.loads((folder / "plan.json").read_text())["runs"][0]["config"]["data"]).stem
-    name = f"organism/real/{split}"
-    if name not in sweeps:
-        return None
-    truth = ad.truth_at(ad.load_sweep(sweeps[name])["runs"], res["budget"])
-    return {"sweep": name, "budget": res["budget"], "chosen": res["chosen"], "overhead": res["overhead"],
-            "final": res["final"], "spent": res["spent"], "sweep_best": truth["best"],
-            "sweep_tie_band": truth["tie_band"], "sweep_seed_se": truth["seed_se"], "sweep_mean": truth["mean"],
-            "chosen_in_tie_band": res["chosen"] in truth["tie_band"],
-            "regret": truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]}
+def live_check(results: Path, sweeps: dict[str, Path]) -> list[dict]:
+    """Each committed live ``--adaptive`` search (``adaptive_live*/``, or one folder per rule below
+    it) against the sweep of its setting at its budget: the sweep's best n and tie band there, and
+    whether the chosen n is in the band. The sweep is ``organism/real/SPLIT``, or
+    ``organism_f8/SPLIT-SIZE`` when the runs kept SIZE training problems."""
+    out = []
+    for res_path in sorted(results.glob("adaptive_live*/**/result.json")):
+        folder = res_path.parent
+        res = json.loads(res_path.read_text())
+        cfg = json.loads((folder / "plan.json").read_text())["runs"][0]["config"]
+        split, size = Path(cfg["data"]).stem, cfg.get("max_train_problems")
+        name = f"organism_f8/{split}-{size}" if size else f"organism/real/{split}"
+        if name not in sweeps:
+            continue
+        truth = ad.truth_at(ad.load_sweep(sweeps[name])["runs"], res["budget"])
+        out.append({"folder": str(folder.relative_to(results)), "sweep": name, "rule": res["settings"].get("policy", "adaptive"),
+                    "budget": res["budget"], "chosen": res["chosen"], "overhead": res["overhead"],
+                    "final": res["final"], "spent": res["spent"], "sweep_best": truth["best"],
+                    "sweep_tie_band": truth["tie_band"], "sweep_seed_se": truth["seed_se"], "sweep_mean": truth["mean"],
+                    "chosen_in_tie_band": res["chosen"] in truth["tie_band"],
+                    "regret": truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]})
+    return out
 
 
 def main(results: Path = RESULTS, out: Path | None = None) -> dict:
@@ -154,6 +159,6 @@ if __name__ == "__main__":
                   f"{v['replays']}  mean regret {v['mean_regret']:.4f} (2 x mean se {2 * v['mean_seed_se']:.4f})  "
                   f"max regret/se {v['max_regret_over_se']:.2f}  overhead mean {v['mean_overhead']:.2f} "
                   f"max {v['max_overhead']:.2f}")
-    if rep["live"]:
-        print("live:", {k: rep["live"][k] for k in ("budget", "chosen", "overhead", "sweep_best", "sweep_tie_band",
-                                                     "chosen_in_tie_band", "regret")})
+    for live in rep["live"]:
+        print("live:", {k: live[k] for k in ("folder", "rule", "budget", "chosen", "overhead", "sweep_best",
+                                             "sweep_tie_band", "chosen_in_tie_band", "regret")})

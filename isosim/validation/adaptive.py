@@ -55,6 +55,13 @@ stopped, and a start below the answer may never go up. On the committed sweeps t
 cost no regret and halved the overhead; on a sweep like organism_f8/hard-128 nothing tried here
 finds the late riser (studies/LOG.md, 2026-12-04).
 
+The other rule, ``policy="lines"`` (:func:`lines_settings`, ``--search lines``): every grid ``n``
+runs to ``C / 4``; the two whose local lines carried to ``C`` are best continue to ``C / 2``; the
+better evaluation there is chosen. It equals the reference reader of that name (:data:`REFERENCES`)
+and costs about 1.2 runs; of the rules tried it is the only one whose mean regret stays under
+twice the mean seed noise on every committed sweep, organism_f8/hard-128 (runs peak early, larger
+n later) included.
+
 Overhead is the rollouts spent on runs that were not chosen, divided by ``C`` (the chosen run is
 the user's training run). :func:`successive_halving` is the blind baseline; the replay runs it on
 its first-round rungs (``C / 16`` up, :data:`SH_FIRST_RUNG`) and, as an extra column, on the
