@@ -503,10 +503,9 @@ class Adaptive:
         """The "lines" policy: at C / 4 every run's local line is carried to C and the two best
         continue; at C / 2 the better last evaluation is chosen (ties to the smaller n)."""
         s, r = self.settings, self.rung
-        last = {n: max(spent(curves[n]), 1.0) for n in self.active}
-        fits = {n: local_fit(curves[n], last[n], s.window_octaves) for n in self.active}
+        fits = {n: local_fit(curves[n], s.budget, s.window_octaves) for n in self.active}  # the lines at C
         level = {n: float(curves[n][-1][1]) for n in self.active}
-        line = {n: fits[n][0] + fits[n][1] * math.log(s.budget / last[n]) for n in self.active}
+        line = {n: fits[n][0] for n in self.active}
         key = line if self.rung_i == 0 else level
         ranked = sorted(self.active, key=lambda n: (-key[n], n))
         self._log({"event": "rung", "rung": r, "rung_index": self.rung_i, "active": list(self.active),
@@ -755,44 +754,54 @@ def grid_at(ns: Sequence[int], budget: float, b_p: int, min_steps: int = MIN_STE
     return sorted(n for n in ns if budget // (b_p * n) >= min_steps)
 
 
+def _seed_replays(sweep: Mapping[str, Any], budgets: Sequence[float], min_steps: int = MIN_STEPS):
+    """(budget, grid, truth, seed, that seed's curves) for every budget and every seed that has a
+    run of every grid n there: what one replay sees and what it is scored against."""
+    for budget in budgets:
+        grid = grid_at(list(sweep["runs"]), budget, sweep["b_p"], min_steps)
+        truth = truth_at({n: sweep["runs"][n] for n in grid}, budget)
+        for seed in sweep["seeds"]:
+            full = {n: sweep["runs"][n][seed] for n in grid if seed in sweep["runs"][n]}
+            if sorted(full) == grid:
+                yield budget, grid, truth, seed, full
+
+
+def _scored(truth: Mapping[str, Any], budget: float, seed: int, policy: str, chosen: int, overhead: float,
+            tried: list[int]) -> dict[str, Any]:
+    """One replay's row: the chosen n's regret at C against the sweep's best, beside the seed noise."""
+    regret = truth["mean"][str(truth["best"])] - truth["mean"][str(chosen)]
+    return {"budget": float(budget), "seed": int(seed), "policy": policy, "chosen": int(chosen),
+            "best": truth["best"], "tie_band": truth["tie_band"], "regret": regret,
+            "seed_se": truth["seed_se"], "regret_over_se": regret / truth["seed_se"] if truth["seed_se"] > 0 else float("nan"),
+            "within_2se": bool(regret <= 2 * truth["seed_se"] + 1e-12), "overhead": float(overhead), "tried": tried}
+
+
 def score_sweep(sweep: Mapping[str, Any], budgets: Sequence[float], predicted: Callable[[float], int | None] | None = None,
                 min_steps: int = MIN_STEPS) -> list[dict[str, Any]]:
     """Replay every seed at every budget: the adaptive policy started at the prediction (if any)
     and at the grid spread, successive halving, and one run at the predicted n; each scored by
     regret at C (seed-mean of the best n minus that of the chosen n) against the seed noise."""
     rows = []
-    for budget in budgets:
-        grid = grid_at(list(sweep["runs"]), budget, sweep["b_p"], min_steps)
-        truth = truth_at({n: sweep["runs"][n] for n in grid}, budget)
+    for budget, grid, truth, seed, full in _seed_replays(sweep, budgets, min_steps):
         pred = predicted(budget) if predicted else None
         pred_n = min(grid, key=lambda n: (abs(math.log2(n) - math.log2(pred)), n)) if pred else None
-        for seed in sweep["seeds"]:
-            full = {n: sweep["runs"][n][seed] for n in grid if seed in sweep["runs"][n]}
-            if sorted(full) != grid:
-                continue
-            policies = {}
-            if pred_n is not None:
-                policies["adaptive (prediction)"] = replay(full, Settings(
-                    budget=budget, grid=tuple(grid), start=tuple(spread_start(grid, pred_n)),
-                    eval_samples=sweep["eval_samples"]))
-                policies["one run at the predicted n"] = {"chosen": pred_n, "overhead": 0.0}
-            policies["adaptive (spread)"] = replay(full, Settings(
-                budget=budget, grid=tuple(grid), start=tuple(spread_start(grid)), eval_samples=sweep["eval_samples"]))
-            policies["successive halving"] = successive_halving(full, Settings(
-                budget=budget, grid=tuple(grid), start=tuple(grid), eval_samples=sweep["eval_samples"],
-                first_rung=SH_FIRST_RUNG))
-            # an extra column, not the baseline: the same halving on the adaptive policy's cheaper rungs
-            policies[SH_CHEAP] = successive_halving(full, Settings(
-                budget=budget, grid=tuple(grid), start=tuple(grid), eval_samples=sweep["eval_samples"]))
-            for name, res in policies.items():
-                chosen = int(res["chosen"])
-                regret = truth["mean"][str(truth["best"])] - truth["mean"][str(chosen)]
-                rows.append({"budget": float(budget), "seed": int(seed), "policy": name, "chosen": chosen,
-                             "best": truth["best"], "tie_band": truth["tie_band"], "regret": regret,
-                             "seed_se": truth["seed_se"], "regret_over_se": regret / truth["seed_se"]
-                             if truth["seed_se"] > 0 else float("nan"),
-                             "within_2se": bool(regret <= 2 * truth["seed_se"] + 1e-12),
-                             "overhead": float(res["overhead"]), "tried": res.get("tried", sorted(res.get("spent", {})))})
+        policies = {}
+        if pred_n is not None:
+            policies["adaptive (prediction)"] = replay(full, Settings(
+                budget=budget, grid=tuple(grid), start=tuple(spread_start(grid, pred_n)),
+                eval_samples=sweep["eval_samples"]))
+            policies["one run at the predicted n"] = {"chosen": pred_n, "overhead": 0.0}
+        policies["adaptive (spread)"] = replay(full, Settings(
+            budget=budget, grid=tuple(grid), start=tuple(spread_start(grid)), eval_samples=sweep["eval_samples"]))
+        policies["successive halving"] = successive_halving(full, Settings(
+            budget=budget, grid=tuple(grid), start=tuple(grid), eval_samples=sweep["eval_samples"],
+            first_rung=SH_FIRST_RUNG))
+        # an extra column, not the baseline: the same halving on the adaptive policy's cheaper rungs
+        policies[SH_CHEAP] = successive_halving(full, Settings(
+            budget=budget, grid=tuple(grid), start=tuple(grid), eval_samples=sweep["eval_samples"]))
+        for name, res in policies.items():
+            rows.append(_scored(truth, budget, seed, name, res["chosen"], res["overhead"],
+                                res.get("tried", sorted(res.get("spent", {})))))
     return rows
 
 
@@ -835,10 +844,7 @@ def informed_choice(full: Mapping[int, Curve], budget: float, frac: float = 2.0,
     elif reading == "level":
         value = {n: c[-1][1] for n, c in seen.items()}
     else:
-        value = {}
-        for n, c in seen.items():
-            lv, sl, _, _ = local_fit(c, spent(c), window_octaves)
-            value[n] = lv + sl * math.log(budget / max(spent(c), 1.0))
+        value = {n: local_fit(c, budget, window_octaves)[0] for n, c in seen.items()}
     value = {n: v if math.isfinite(v) else -math.inf for n, v in value.items()}
     chosen = max(value, key=lambda n: (value[n], -n))
     return {"chosen": int(chosen), "value": value,
@@ -849,22 +855,10 @@ def score_references(sweep: Mapping[str, Any], budgets: Sequence[float], min_ste
     """:data:`REFERENCES` scored like :func:`score_sweep`'s policies, every seed at every budget:
     how much of the regret any reading of the curves up to C / 2 (or C / 4) can remove."""
     rows = []
-    for budget in budgets:
-        grid = grid_at(list(sweep["runs"]), budget, sweep["b_p"], min_steps)
-        truth = truth_at({n: sweep["runs"][n] for n in grid}, budget)
-        for seed in sweep["seeds"]:
-            full = {n: sweep["runs"][n][seed] for n in grid if seed in sweep["runs"][n]}
-            if sorted(full) != grid:
-                continue
-            for name, (frac, reading) in REFERENCES.items():
-                res = informed_choice(full, budget, frac, reading)
-                regret = truth["mean"][str(truth["best"])] - truth["mean"][str(res["chosen"])]
-                rows.append({"budget": float(budget), "seed": int(seed), "policy": name, "chosen": res["chosen"],
-                             "best": truth["best"], "tie_band": truth["tie_band"], "regret": regret,
-                             "seed_se": truth["seed_se"], "regret_over_se": regret / truth["seed_se"]
-                             if truth["seed_se"] > 0 else float("nan"),
-                             "within_2se": bool(regret <= 2 * truth["seed_se"] + 1e-12),
-                             "overhead": res["overhead"], "tried": sorted(full)})
+    for budget, _grid, truth, seed, full in _seed_replays(sweep, budgets, min_steps):
+        for name, (frac, reading) in REFERENCES.items():
+            res = informed_choice(full, budget, frac, reading)
+            rows.append(_scored(truth, budget, seed, name, res["chosen"], res["overhead"], sorted(full)))
     return rows
 
 
