@@ -7,7 +7,7 @@ model. ``run`` launches (or resumes) the runs of one setting, ``jobs`` processes
 each at a time; a killed call rerun with the same arguments continues where the runs stopped.
 
     python -m llm_runs.organism.f8 run --setting easy-128-t06 --n 2,8,32,128 --seeds 1 \\
-        --budget 100000 --model runs/organism/model --out runs/f8/pilot
+        --budget 100000 --out runs/f8/pilot                 # --model organism: the shipped weights
     python -m llm_runs.organism.f8 table runs/f8/pilot      # final val avg@4 per setting and n
 
 Run folders are ``OUT/SETTING/nN_bp16_sS/`` (config.json, records.jsonl, checkpoint/), the layout
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--seeds", type=int, default=2)
     r.add_argument("--seed0", type=int, default=0)
     r.add_argument("--budget", default="2e5")
-    r.add_argument("--model", required=True)
+    r.add_argument("--model", default="organism", help="the shipped organism (default), or a model folder")
     r.add_argument("--out", required=True)
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--extra", default="", help="JSON object of further RunConfig settings")

