@@ -59,7 +59,7 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
 def test_the_files_are_those_of_the_manifest():
     for path, doc in MANIFESTS.items():
         for f, sha in doc["files"].items():
-            assert pm.sha256_bytes((ROOT / f).read_bytes()) == sha, f"{f} changed since {path} was written"
+            assert pm.sha256_bytes((ROOT / f).read_bytes()) == sha, f"{f} changed since {path} was written (python scripts/prediction_manifest.py rewrites it)"
 
 
 @pytest.mark.parametrize("item", PREDICTIONS, ids=_ids)
