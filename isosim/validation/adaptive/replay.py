@@ -65,8 +65,8 @@ REFERENCES = {"every n to C/2, best level": (2.0, "level"), "every n to C/2, bes
 """reference readers (not policies: they pay for every run): what could be chosen with every grid n
 run to C / frac, read at its last evaluation ("level") or carried to C along its local line
 ("line"); at frac 1 the seed's own best run at C, which no search can beat on that seed. "line2":
-the two best lines at C / 4 continue to C / 2, where the better level is chosen (the cheapest
-two-stage reading that met the regret bar on all five sweeps of 2026-12-04, of six tried;
+the two best lines at C / 4 continue to C / 2, where the better level is chosen (of the six
+two-stage readings scored, the cheapest under the regret bar on every committed sweep;
 studies/LOG.md)"""
 
 
