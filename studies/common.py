@@ -1,7 +1,7 @@
 """Shared plumbing of the studies: the --quick flag, output paths, JSON of key numbers.
 
 Every study is a jupytext percent-format script (``# %%`` cells) that runs top to bottom as
-``python studies/<study>.py [--quick]``. ``--quick`` runs the CI scale (seconds to a minute) and
+``python studies/<part>/<study>.py [--quick]``. ``--quick`` runs the CI scale (seconds to a minute) and
 writes under ``studies/results/quick/`` and ``studies/figures/quick/`` (committed: the findings
 quote some quick-scale numbers); the full scale writes ``studies/results/<study>.json`` and
 ``studies/figures/<study>_*.png|svg``. The environment variable ``ISOSIM_STUDY_OUT`` moves both
@@ -43,7 +43,7 @@ def setup(study: str, doc: str = "") -> tuple[bool, F.Scale, Path, Path]:
 PRESET = {name: f"{name}-distance" for name in ("easy", "very-easy", "hard", "extreme")}
 """the presets the committed studies were measured with: the previous defaults (Adam, KL 1.0 +
 entropy .01 on every set, hard problems far), kept under these names. The current defaults (the
-paper's per-set recipes) are scored by ``studies/saturation.py``."""
+paper's per-set recipes) are scored by ``studies/paper/saturation.py``."""
 
 MIX = {**get_preset(PRESET["easy"]), "profile": "hard:0.5,easy:0.5"}
 """the 50/50 mix under the same recipe (a mix preset now takes the hard recipe)"""

@@ -296,7 +296,7 @@ def test_replay_study_leaves_a_sweep_short_of_its_budget_unscored(tmp_path):
     # a sweep whose cheap part is committed before the rest runs is listed, not scored
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("adaptive_replay", Path(__file__).parents[1] / "studies" / "adaptive_replay.py")
+    spec = importlib.util.spec_from_file_location("adaptive_replay", Path(__file__).parents[1] / "studies" / "scoring" / "adaptive_replay.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
     fns = {n: logistic_curve(.3 / (1 + math.log2(n / 4)), 1e3 * n ** 0.5) for n in (4, 8)}

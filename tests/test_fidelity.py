@@ -130,7 +130,7 @@ def test_f7_train_test_gap_caps_n_star(case, model):
 # --- F10: hard-only training forgets easy problems; a 50/50 mix prevents it ---------------------
 # mechanism: hard problems on clusters of their own share only the typicality direction with easy
 # ones (F10_MODEL); off: typicality 0. At QUICK the hard validation set barely moves, so the
-# "larger n wins on the mixes" part of F10 is measured by studies/mixes.py (MEDIUM), not here.
+# "larger n wins on the mixes" part of F10 is measured by studies/paper/mixes.py (MEDIUM), not here.
 F10_SCALE = F.Scale(**{**QUICK.__dict__, "n_values": (16, 128), "n_val": 128})  # 6 sweeps: ~10 s
 
 

@@ -3,7 +3,7 @@
 ``isosim explore --preset easy|hard`` with defaults (n 8..2048 / 8..512, B_p 32, 1e7 rollouts, 2
 seeds) on a held-out seed. The presets were tuned on seeds 11-19 (``--seed 11`` .. ``--seed 18``
 with 2 seeds each) and 21-62 (``--seed 21, 31, 41, 51, 61``: a first check whose failures on seed
-41 changed the easy recipe); :data:`SEED` is not among them. ``studies/saturation.py`` reads five
+41 changed the easy recipe); :data:`SEED` is not among them. ``studies/paper/saturation.py`` reads five
 held-out seeds (71, 81, 91, 121, 131). Each claim has a failing control: the same
 sweep with the claim's mechanism switched off fails the same criterion.
 

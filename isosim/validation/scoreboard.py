@@ -1,7 +1,7 @@
 """The scoreboard: isosim's recommended n against the rules a practitioner would use instead, on
 every real sweep we hold.
 
-    python studies/scoreboard.py            # -> studies/results/scoreboard.json (the notebook)
+    python studies/scoring/scoreboard.py            # -> studies/results/scoreboard.json (the notebook)
 
 Sweeps: the organism's Q1 sweeps (``easy-3200`` = ``studies/results/organism/real/easy``,
 ``hard-1238`` = ``.../real/hard``) and every folder of run folders (``nN_bp16_sS/records.jsonl`` +

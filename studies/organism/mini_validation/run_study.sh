@@ -10,14 +10,14 @@
 # (--answer-fallback last-number, as configs/smollm2-arith-cpu.yaml does). Rerun to resume: calibration
 # skips finished problems, validation skips finished runs and resumes half-done ones.
 #
-#   nohup bash studies/mini_validation/run_study.sh > runs/mini_validation/study.log 2>&1 &
+#   nohup bash studies/organism/mini_validation/run_study.sh > runs/mini_validation/study.log 2>&1 &
 #
 # Heavy outputs (checkpoints, logs) go to runs/mini_validation (git-ignored); collect.py copies
-# the profile, records, report and figures into studies/mini_validation/.
+# the profile, records, report and figures into studies/organism/mini_validation/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W=${MINI_VALIDATION_WORK:-runs/mini_validation}
-S=studies/mini_validation
+S=studies/organism/mini_validation
 mkdir -p "$W"
 export MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false
 # One torch thread: on this shared, oversubscribed 2-core box two OpenMP threads made sampling

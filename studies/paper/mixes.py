@@ -13,12 +13,15 @@
 # default shared clusters (the hard problems' skill updates transfer to easy problems).
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.predict import fidelity as F
 from isosim.frontier.plots import save
 
-from common import figure, plot_vs_n, seed_scales, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import figure, plot_vs_n, seed_scales, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("mixes", "forgetting and mixes (F10)")

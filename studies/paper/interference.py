@@ -7,7 +7,9 @@
 # Then one tabular problem: the theory's setting vs the preset's recipe.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -15,7 +17,8 @@ from isosim.predict import fidelity as F
 from isosim.frontier.plots import save
 from isosim.sim.presets import get_preset
 
-from common import MIX, PRESET, figure, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import MIX, PRESET, figure, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("interference", "pass@1 histograms at matched compute")

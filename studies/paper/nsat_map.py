@@ -5,14 +5,17 @@
 # problem move every other problem's sharpness: interference). Default recipe otherwise.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from isosim.predict import fidelity as F
 from isosim.frontier.plots import save
 
-from common import PRESET, figure, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, figure, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("nsat_map", "n_sat over interference and difficulty")

@@ -11,14 +11,17 @@
 # `--quick`: the hard preset on one held-out seed.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.frontier import analysis
 from isosim.predict import fidelity as F
 from isosim.sim.engine import simulate
 from isosim.sweeps.sweep import plan_for_preset
 
-from common import setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import setup, write_json  # noqa: E402
 
 started = time.time()
 quick, _, fig_dir, out = setup("saturation", "n*(C) and n_sat of the default presets on held-out seeds")

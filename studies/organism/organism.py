@@ -12,13 +12,16 @@
 
 # %%
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from isosim.integrations import load_runs
 
-from common import ROOT, figure, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import ROOT, figure, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, _, fig_dir, out = setup("organism", "the organism's real frontier against the prediction")

@@ -9,12 +9,15 @@
 # train-test gap. Switched off: a weak memorising part (``tabular=0.3``).
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.predict import fidelity as F
 from isosim.frontier.plots import save
 
-from common import PRESET, figure, seed_scales, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, figure, seed_scales, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("other_models", "n* vs the train-test gap (F7)")

@@ -5,12 +5,15 @@
 # sigmoid fit of log n*) and the empirical n*(C) of `isosim.predict.fidelity`.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.frontier import analysis, plots
 from isosim.predict import fidelity as F
 
-from common import PRESET, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q1", "Q1 sweep: n*(C) on the easy and hard presets")

@@ -3,13 +3,16 @@
 # Every n gets B_p = B / n and runs to the budget; `analysis.q2_split` reads n*(M) per step count.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.frontier import analysis
 from isosim.sim.engine import simulate
 from isosim.sweeps.sweep import plan_for_preset
 
-from common import PRESET, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q2", "Q2: n*(M) at fixed total batch")

@@ -3,13 +3,16 @@
 # The frontier over all (n, B_p) cells at each budget: which allocation is compute-optimal.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.predict import fidelity as F
 from isosim.sim.engine import simulate
 from isosim.sweeps.sweep import plan_for_preset
 
-from common import PRESET, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("q3", "Q3: (n, B_p) both free")

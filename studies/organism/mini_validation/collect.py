@@ -1,6 +1,6 @@
-"""Copy the mini-validation's small outputs from the work folder into studies/mini_validation/.
+"""Copy the mini-validation's small outputs from the work folder into studies/organism/mini_validation/.
 
-``python studies/mini_validation/collect.py runs/mini_validation``: the profile and its
+``python studies/organism/mini_validation/collect.py runs/mini_validation``: the profile and its
 histogram, the recommendation, the plan, each run's records and metrics, the generated
 ``validation.md`` / ``validation.json`` and every figure (PNG), and ``results/progress.json``
 (steps done per run, last validation point), which also covers a study that did not finish.

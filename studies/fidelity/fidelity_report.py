@@ -4,11 +4,14 @@
 # held out), plus F1-F3 at the MEDIUM scale (256 problems, budget 2e6) unless --quick.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.predict import fidelity as F
 
-from common import PRESET, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, _, fig_dir, out = setup("fidelity_report", "scores of every finding")

@@ -20,7 +20,7 @@
 #
 # Sweeps: ``studies/results/organism/real/SPLIT`` and any ``studies/results/organism_f8/**/SPLIT``
 # folder of ``nN_bpB_sS/records.jsonl`` runs (picked up when they land). Run:
-# ``python studies/adaptive_replay.py`` (seconds) -> ``studies/results/adaptive_replay.json``
+# ``python studies/scoring/adaptive_replay.py`` (seconds) -> ``studies/results/adaptive_replay.json``
 # (``ISOSIM_STUDY_OUT`` moves the output as for every study; the sweeps are read from here).
 
 # %%
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT.parent))
+ROOT = Path(__file__).resolve().parents[1]  # studies/
+sys.path.insert(0, str(ROOT.parent))  # isosim from this tree
 
 from isosim.validation import adaptive as ad  # noqa: E402
 from isosim.validation.scoreboard import unfinished  # noqa: E402
@@ -147,6 +147,7 @@ def main(results: Path = RESULTS, out: Path | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # common.py
     from common import setup  # noqa: E402
 
     # (seconds at any scale: --quick writes the same numbers under results/quick/)

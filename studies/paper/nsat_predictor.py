@@ -9,7 +9,9 @@
 # kept for comparison.
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -17,7 +19,8 @@ from isosim.predict import fidelity as F
 from isosim.sim.problems import build
 from isosim.sim.config import SimConfig
 from isosim.frontier.plots import save
-from common import PRESET, figure, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, figure, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("nsat_predictor", "n_sat from base pass@1 statistics")

@@ -4,11 +4,14 @@
 # update steps and at equal sampled rollouts (the decoupled arm pays for its baseline draws).
 
 # %%
+import sys
 import time
+from pathlib import Path
 
 from isosim.predict import fidelity as F
 
-from common import PRESET, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import PRESET, setup, write_json  # noqa: E402
 
 started = time.time()
 quick, scale, fig_dir, out = setup("baseline", "baseline decoupling at B_p = 128")

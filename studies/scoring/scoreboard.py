@@ -12,9 +12,12 @@
 # Quick and full are the same computation (about 20 s on one core).
 
 # %%
+import sys
 import time
+from pathlib import Path
 
-from common import ROOT, setup, write_json
+sys.path.insert(0, str(Path(globals().get("__file__", "_")).resolve().parents[1]))  # studies/: common.py
+from common import ROOT, setup, write_json  # noqa: E402
 
 from isosim.validation import scoreboard as sb
 

@@ -1,0 +1,191 @@
+"""The machine-checked record of each committed organism prediction: what it read, and when.
+
+``python scripts/prediction_manifest.py`` writes two manifests, one per family of sweeps:
+
+- ``studies/results/organism_f8/manifest.json``: the F8 sweeps (``organism_f8/<sweep>/``) and their
+  predictions in ``organism_f8/prediction{,_calibrated,_dynamics}.json``;
+- ``studies/results/organism/manifest.json``: the easy and hard Q1 sweeps
+  (``organism/real/{easy,hard}/``) and ``organism_prediction{,_calibrated,_calibrated_distance,
+  _extrapolated}.json``.
+
+Per sweep: its runs folder and the commit that holds its full records (the last one that touched
+the folder). Per prediction: the file and key, the sha256 of the entry (canonical JSON) and of
+the file, what it read (``profile only``: the pass rates, no record of the sweep; ``isosim
+predict`` or ``dynamics fit``: the sweep's records at or below ``cheap_budget`` rollouts, of the
+runs of ``n_values``), the sha256 of those cheap records per run (the records.jsonl lines up to
+the first one past the budget, as :func:`isosim.predict.dynamics.read_cheap_runs` reads them),
+the first commit holding the prediction's numbers (under any key of the file: a sweep renamed
+later keeps its first commit), and whether that commit comes before the records' commit in the
+history (``prospective``) or after (a retrodiction). ``tests/test_prediction_records.py`` checks
+every field against the files and the git history, and recomputes the predictions that take
+seconds (``isosim predict``) from a copy of the records whose lines past the budget are corrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = "studies/results"
+
+FAMILIES = {
+    f"{RESULTS}/organism_f8/manifest.json": {
+        "sweeps": {s: f"{RESULTS}/organism_f8/{s}" for s in ("hard-128", "hard-512", "hard-1238-t06", "hard-256")},
+        "files": [f"{RESULTS}/organism_f8/prediction.json", f"{RESULTS}/organism_f8/prediction_calibrated.json",
+                  f"{RESULTS}/organism_f8/prediction_dynamics.json"],
+        "keys": {},
+    },
+    f"{RESULTS}/organism/manifest.json": {
+        "sweeps": {"easy": f"{RESULTS}/organism/real/easy", "hard": f"{RESULTS}/organism/real/hard"},
+        "files": [f"{RESULTS}/organism_prediction.json", f"{RESULTS}/organism_prediction_calibrated.json",
+                  f"{RESULTS}/organism_prediction_calibrated_distance.json",
+                  f"{RESULTS}/organism_prediction_extrapolated.json"],
+        "keys": {"easy": ("easy", "easy-3200"), "hard": ("hard", "hard-1238")},
+    },
+}
+"""manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
+in them when they are not its name"""
+
+NOTES = {
+    ("organism_f8/prediction.json", "hard-128"): (
+        "not blind: the pilot (LOG table in 94768c1, records in 6bb1e87, studies/results/organism/pilot_f8/) "
+        "ran seed 0 of n = 2, 8, 32, 128 on this setting to 1e5 rollouts and chose the setting; its values "
+        "equal the sweep's at every matched point, so part of the sweep's seed-0 curves was seen before "
+        "any hard-128 prediction"),
+    ("organism_f8/prediction_calibrated.json", "hard-128"): "not blind: the pilot chose the setting (see the profile-only entry)",
+    ("organism_f8/prediction_dynamics.json", "hard-128"): "not blind: the pilot chose the setting (see the profile-only entry)",
+    ("organism_f8/prediction_dynamics.json", "hard-1238-t06"): (
+        "committed at 05:34:36 UTC while the rest of the sweep was already running from its cheap part "
+        "(05:30-06:15 UTC, studies/LOG.md), before any record past 1e4 was committed; the fit read the "
+        "committed copy of the cheap part (runs_cut_at_limit 2, the cheap part's own)"),
+    ("organism_f8/prediction_dynamics.json", "hard-256"): (
+        "committed at 11:42:17 UTC while the rest of the sweep was already running from its cheap part "
+        "(11:31-11:57 UTC, studies/LOG.md), before any record past 1e4 was committed; the fit read the "
+        "committed copy of the cheap part (runs_cut_at_limit 2, the cheap part's own)"),
+}
+"""(file under studies/results, key) -> what the commit order alone does not show (from studies/LOG.md)"""
+
+CORE = ("budgets", "n_star", "n_tol", "n_sat", "n_sat_ci")
+"""the fields that make a prediction: its first commit is the first holding these numbers"""
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def entry_sha256(entry: Any) -> str:
+    """sha256 of an entry's canonical JSON (sorted keys, no spaces)."""
+    return sha256_bytes(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode())
+
+
+def cheap_lines(text: str, budget: float) -> list[str]:
+    """The lines of a records.jsonl a reader limited to ``budget`` rollouts uses: every non-blank
+    line up to the first one past the budget (``read_cheap_runs``'s rule)."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if float(json.loads(line)["rollouts"]) > budget * (1 + 1e-12):
+            break
+        out.append(line)
+    return out
+
+
+def cheap_records_sha256(folder: Path, budget: float, n_values: list[int] | None) -> dict[str, str]:
+    """run id -> sha256 of its cheap lines (each with its newline), for the runs of ``n_values``
+    (all when None); empty for a budget of 0 (nothing read)."""
+    if budget <= 0:
+        return {}
+    out = {}
+    for rec in sorted(folder.glob("*/records.jsonl")):
+        cfg = json.loads((rec.parent / "config.json").read_text())
+        if n_values and cfg.get("n") not in n_values:
+            continue
+        out[rec.parent.name] = sha256_bytes("".join(ln + "\n" for ln in cheap_lines(rec.read_text(), budget)).encode())
+    return out
+
+
+def reads(entry: dict, root: Path = ROOT) -> dict[str, Any]:
+    """What a prediction entry read of its sweep: kind, cheap budget, n values, the fit's file."""
+    if str(entry.get("method", "")).startswith("extrapolate"):
+        cheap = entry["cheap"]
+        return {"reads": "isosim predict", "cheap_budget": float(cheap["max_rollouts"]), "n_values": None,
+                "recompute": {"method": entry["method"].split(":", 1)[1], "max_rollouts": float(cheap["max_rollouts"]),
+                              "budget": float(entry["max_rollouts"]), "n_boot": 200}}
+    if entry.get("dynamics_profile"):
+        fit_path = entry["dynamics_profile"]
+        fit = json.loads((root / fit_path).read_text())["fit"]
+        n_values = sorted(int(n) for n in fit["n_values"])
+        return {"reads": "dynamics fit", "cheap_budget": float(fit["max_rollouts"]), "fit": fit_path,
+                "fit_sha256": sha256_bytes((root / fit_path).read_bytes()),
+                "n_values": None if n_values == sorted(entry["n_values"]) else n_values, "recompute": None}
+    return {"reads": "profile only", "cheap_budget": 0.0, "n_values": None, "recompute": None}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def commit_info(commit: str) -> dict[str, str]:
+    sha, date = git("show", "-s", "--format=%H %cI", commit).split()
+    return {"commit": sha, "date": date}
+
+
+def first_commit_with(file: str, entry: dict) -> str:
+    """The first commit in which ``file`` holds an entry (under any key) with ``entry``'s numbers."""
+    core = {k: entry.get(k) for k in CORE}
+    for commit in git("log", "--reverse", "--format=%H", "--", file).split():
+        try:
+            doc = json.loads(git("show", f"{commit}:{file}"))
+        except (subprocess.CalledProcessError, ValueError):
+            continue
+        if any(isinstance(v, dict) and {k: v.get(k) for k in CORE} == core for v in doc.values()):
+            return commit
+    raise SystemExit(f"{file}: no commit holds the current entry's numbers")
+
+
+def is_ancestor(a: str, b: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=ROOT).returncode == 0
+
+
+def build(family: dict) -> dict[str, Any]:
+    files = {f: sha256_bytes((ROOT / f).read_bytes()) for f in family["files"]}
+    sweeps = {}
+    for name, folder in family["sweeps"].items():
+        records = commit_info(git("log", "-1", "--format=%H", "--", folder))
+        preds = []
+        for f in family["files"]:
+            doc = json.loads((ROOT / f).read_text())
+            key = next((k for k in family["keys"].get(name, (name,)) if k in doc), None)
+            if key is None:
+                continue
+            entry = doc[key]
+            r = reads(entry)
+            made = commit_info(first_commit_with(f, entry))
+            prospective = made["commit"] != records["commit"] and is_ancestor(made["commit"], records["commit"])
+            preds.append({"file": f, "key": key, "entry_sha256": entry_sha256(entry), **r,
+                          "cheap_records_sha256": cheap_records_sha256(ROOT / folder, r["cheap_budget"], r["n_values"]),
+                          "prediction_commit": made, "prospective": prospective,
+                          **({"note": NOTES[(f[len(RESULTS) + 1:], key)]} if (f[len(RESULTS) + 1:], key) in NOTES else {})})
+        sweeps[name] = {"runs": folder, "records_commit": records, "predictions": preds}
+    return {"about": __doc__.split("\n\n")[0], "files": files, "sweeps": sweeps}
+
+
+def main() -> None:
+    from isosim.files import write_json
+
+    for path, family in FAMILIES.items():
+        doc = build(family)
+        write_json(ROOT / path, doc, indent=1)
+        n = sum(len(s["predictions"]) for s in doc["sweeps"].values())
+        print(f"wrote {path}: {len(doc['sweeps'])} sweeps, {n} predictions")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,165 @@
+"""The committed organism predictions against their manifests (``scripts/prediction_manifest.py``):
+each prediction is the file it names, read only the cheap part it names, and was committed before
+its sweep's full records when it is called prospective (after them when a retrodiction).
+
+- hashes: every prediction file, entry and dynamics fit, and the cheap records each prediction
+  read (each run's records.jsonl lines up to the first past the cheap budget) match the manifest;
+- ``isosim predict`` entries are recomputed from a copy of the sweep whose every line past the
+  cheap budget is corrupted (the first one keeps only its ``rollouts``, which tells the reader to
+  stop; the rest are not JSON) and must come out as committed;
+- a dynamics fit (minutes to rerun) carries the real curves it was fitted to: their points must be
+  exactly the cheap part's evaluations, at the cheap part's seed means;
+- the history: a prospective prediction's first commit is an ancestor of its records' commit, a
+  retrodiction's is not (skipped where the checkout has no git history or a shallow one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from isosim.errors import IsosimError
+from test_published_numbers import mismatches
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("prediction_manifest", ROOT / "scripts" / "prediction_manifest.py")
+pm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pm)
+
+MANIFESTS = {path: json.loads((ROOT / path).read_text()) for path in pm.FAMILIES}
+PREDICTIONS = [(path, sweep, p) for path, doc in MANIFESTS.items() for sweep, s in doc["sweeps"].items()
+               for p in s["predictions"]]
+RECOMPUTED_AWAY = {"/cheap/runs", "/cheap/runs_cut_at_limit", "/setting"}
+"""fields of an ``isosim predict`` entry that a recomputation from today's records cannot repeat:
+the folder it was given (hard-1238-t06 was then named hard-1238), how many runs had a record past
+the limit then (the cheap part: 2; now every run), and the setting line passed with --setting"""
+
+
+def _ids(item):
+    path, sweep, p = item
+    return f"{sweep}:{Path(p['file']).stem}"
+
+
+def test_every_sweep_and_prediction_file_is_in_a_manifest():
+    assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
+        "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard"}
+    assert len(PREDICTIONS) == 20
+    named = {p["file"] for _, _, p in PREDICTIONS}
+    on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
+                                                  *(ROOT / "studies/results").glob("organism_prediction*.json")]}
+    assert named == on_disk
+
+
+def test_the_files_are_those_of_the_manifest():
+    for path, doc in MANIFESTS.items():
+        for f, sha in doc["files"].items():
+            assert pm.sha256_bytes((ROOT / f).read_bytes()) == sha, f"{f} changed since {path} was written (python scripts/prediction_manifest.py rewrites it)"
+
+
+@pytest.mark.parametrize("item", PREDICTIONS, ids=_ids)
+def test_each_prediction_read_the_cheap_records_of_its_manifest(item):
+    _, sweep, p = item
+    entry = json.loads((ROOT / p["file"]).read_text())[p["key"]]
+    assert pm.entry_sha256(entry) == p["entry_sha256"]
+    r = pm.reads(entry)
+    assert {k: p.get(k) for k in r} == r  # what it read, as the entry itself says
+    folder = ROOT / MANIFESTS[item[0]]["sweeps"][sweep]["runs"]
+    assert pm.cheap_records_sha256(folder, p["cheap_budget"], p["n_values"]) == p["cheap_records_sha256"]
+    if p["cheap_budget"]:  # every run of the n it read is hashed
+        runs = {rec.parent.name for rec in folder.glob("*/records.jsonl")
+                if not p["n_values"] or json.loads((rec.parent / "config.json").read_text())["n"] in p["n_values"]}
+        assert set(p["cheap_records_sha256"]) == runs and runs
+
+
+def _corrupted_copy(folder: Path, dest: Path, budget: float) -> int:
+    """A copy of the sweep whose lines past ``budget`` are corrupted; returns how many lines were."""
+    shutil.copytree(folder, dest)
+    bad = 0
+    for rec in dest.glob("*/records.jsonl"):
+        lines = rec.read_text().splitlines()
+        keep = pm.cheap_lines(rec.read_text(), budget)
+        rest = lines[len(keep):]
+        if rest:
+            first = json.loads(rest[0])
+            rest = [json.dumps({k: (first[k] if k == "rollouts" else -1e9 if isinstance(first[k], (int, float)) else "x")
+                                for k in first})] + ["corrupted past the cheap budget {"] * (len(rest) - 1)
+            bad += len(rest)
+        rec.write_text("".join(ln + "\n" for ln in keep + rest))
+    return bad
+
+
+@pytest.mark.parametrize("item", [i for i in PREDICTIONS if i[2]["recompute"]], ids=_ids)
+def test_isosim_predict_reads_nothing_past_its_cheap_budget(item, tmp_path):
+    from isosim.predict import extrapolate
+    from isosim.predict.dynamics import read_cheap_runs
+
+    path, sweep, p = item
+    rc = p["recompute"]
+    copy = tmp_path / "runs"
+    assert _corrupted_copy(ROOT / MANIFESTS[path]["sweeps"][sweep]["runs"], copy, p["cheap_budget"]) > 0
+    with pytest.raises(IsosimError):  # the corruption is there for any reader that goes past the budget
+        read_cheap_runs(copy, max_rollouts=rc["budget"])
+    fresh = json.loads(json.dumps(extrapolate.predict_from_cheap(
+        copy, max_rollouts=rc["max_rollouts"], budget=rc["budget"], method=rc["method"], n_boot=rc["n_boot"])))
+    committed = json.loads((ROOT / p["file"]).read_text())[p["key"]]
+    assert mismatches(committed, fresh, ignored=RECOMPUTED_AWAY) == []
+
+
+@pytest.mark.parametrize("item", [i for i in PREDICTIONS if i[2]["reads"] == "dynamics fit"], ids=_ids)
+def test_each_dynamics_fit_was_fitted_to_its_cheap_part_alone(item):
+    path, sweep, p = item
+    fit = json.loads((ROOT / p["fit"]).read_text())["fit"]
+    assert float(fit["max_rollouts"]) == p["cheap_budget"]
+    seen: dict[tuple[int, int], dict[float, list[float]]] = {}
+    for rec in sorted((ROOT / MANIFESTS[path]["sweeps"][sweep]["runs"]).glob("*/records.jsonl")):
+        for line in pm.cheap_lines(rec.read_text(), p["cheap_budget"]):
+            r = json.loads(line)
+            if p["n_values"] and r["n"] not in p["n_values"]:
+                continue
+            seen.setdefault((r["n"], r["b_p"]), {}).setdefault(float(r["rollouts"]), []).append(r["val_avg"])
+    assert {f"n={n},b_p={b}" for n, b in seen} == set(fit["curves"])
+    for (n, b), points in seen.items():
+        curve = fit["curves"][f"n={n},b_p={b}"]
+        assert curve["rollouts"] == sorted(x for x in points if x > 0), (n, "the fit's points are not the cheap part's")
+        np.testing.assert_allclose(curve["real_val_avg"], [np.mean(points[x]) for x in curve["rollouts"]],
+                                   rtol=0, atol=1e-12)
+
+
+def _history() -> str | None:
+    """Why the git history cannot be read here, or None."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
+    except OSError:
+        return "git is not installed"
+    if res.returncode:
+        return "no git repository (a source copy without .git)"
+    if res.stdout.strip() == "true":
+        return "a shallow clone: the commits of the predictions are not in it"
+    return None
+
+
+@pytest.mark.parametrize("item", PREDICTIONS, ids=_ids)
+def test_prospective_predictions_were_committed_before_their_records(item):
+    why = _history()
+    if why:
+        pytest.skip(f"commit order not checked: {why}")
+    path, sweep, p = item
+    records = MANIFESTS[path]["sweeps"][sweep]["records_commit"]
+    assert pm.git("log", "-1", "--format=%H", "--", MANIFESTS[path]["sweeps"][sweep]["runs"]) == records["commit"]
+    made = p["prediction_commit"]
+    for c in (made, records):
+        assert pm.commit_info(c["commit"]) == c
+    entry = json.loads((ROOT / p["file"]).read_text())[p["key"]]
+    assert pm.first_commit_with(p["file"], entry) == made["commit"]
+    before = made["commit"] != records["commit"] and pm.is_ancestor(made["commit"], records["commit"])
+    assert before == p["prospective"], (f"{p['file']} [{p['key']}] is called "
+                                        f"{'prospective' if p['prospective'] else 'a retrodiction'} but was "
+                                        f"committed {'before' if before else 'after'} its records")
+    if not p["prospective"]:
+        assert pm.is_ancestor(records["commit"], made["commit"])
