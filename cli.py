@@ -70,6 +70,30 @@ def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
         raise IsosimError(f"--n {text!r}: expected comma-separated integers, e.g. {example}") from None
 
 
+LLM_MODULES = ("transformers", "accelerate", "math_verify")  # the [llm] extra's modules that runs import
+MAX_RUN_STEPS = 10_000_000  # longest simulated run explore starts (about three hours at ~1,000 steps a second)
+
+
+def _missing_llm_modules() -> list[str]:
+    """The [llm] extra's modules that are not installed (found without importing them)."""
+    import importlib.util
+
+    return [m for m in LLM_MODULES if importlib.util.find_spec(m) is None]
+
+
+def _check_run_lengths(plan) -> None:
+    """Refuse a sweep whose longest run takes more than MAX_RUN_STEPS update steps."""
+    from isosim.errors import IsosimError
+
+    longest = max(plan.configs(), key=lambda c: c.total_steps)
+    if longest.total_steps > MAX_RUN_STEPS:
+        step = longest.b_p * longest.rollouts_per_step
+        raise IsosimError(
+            f"the run n = {longest.n}, B_p = {longest.b_p} would take {longest.total_steps:.2g} update steps to "
+            f"{longest.budget:.3g} rollouts; the simulator runs about a thousand steps a second, so explore stops at "
+            f"{MAX_RUN_STEPS:.0e} steps a run: lower --budget-max to at most {MAX_RUN_STEPS * step:.3g}")
+
+
 @app.command()
 def explore(
     preset: str = typer.Option("easy", help="built-in preset: easy, hard, extreme, very-easy, or a mix 'hard:0.5,easy:0.5'"),
@@ -109,6 +133,7 @@ def explore(
             overrides["policy"] = policy
         the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
                                          budget_max=budget_max, **overrides)
+    _check_run_lengths(the_plan)
     out = out or _fresh_out("explore")
     typer.echo(f"{the_plan.summary()}  ->  {out}")
     df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
@@ -148,11 +173,11 @@ def analyze(
 
 @app.command()
 def recommend(
-    budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts"),
-    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour)"),
-    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput"),
-    preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
-    profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
+    budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts (or --gpu-hours, not both); above 1e7 the simulation stops at 1e7 and says so"),
+    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour; not with --budget)"),
+    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput (with --gpu-hours)"),
+    preset: str = typer.Option("easy", help="simulator preset: its dynamics and recipe are simulated; with --profile the profile's problems replace the preset's (e.g. --preset hard --profile FILE for the hard recipe)"),
+    profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate (the problems; the recipe and dynamics come from --preset or the profile's own dynamics block)"),
     max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
     problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
@@ -164,6 +189,10 @@ def recommend(
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
+        raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
+    if rollouts_per_gpu_hour is not None and gpu_hours is None:
+        raise IsosimError("--rollouts-per-gpu-hour needs --gpu-hours")
     if gpu_hours is not None:
         if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
             raise IsosimError("--gpu-hours needs a positive --rollouts-per-gpu-hour (and positive hours)")
@@ -180,7 +209,8 @@ def recommend(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"isosim recommend: C = {r.budget:.3g} rollouts ({r.recipe} recipe)")
+    source = f"preset {preset}" + (f", problems of {profile}" if profile else "")
+    table = Table(title=f"isosim recommend: C = {r.budget:.3g} rollouts ({source}; {r.recipe} recipe)")
     for col in ("setting", "value", "why"):
         table.add_column(col, overflow="fold")
     table.add_row("n", str(r.n), r.reasons["n"])
@@ -192,7 +222,8 @@ def recommend(
     if r.recipe_mismatch:
         typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
                    f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
-                   f"{r.advised_recipe} recipe would test something that was not simulated")
+                   f"{r.advised_recipe} recipe would test something that was not simulated (simulate it with "
+                   f"--preset {r.advised_recipe}" + (f" --profile {profile})" if profile else ")"))
     for line in rec.certainty_lines(r):
         typer.echo(line)
 
@@ -294,8 +325,41 @@ def predict(
     if setting:
         entry["setting"] = setting
     path = extrapolate.write_entry(out, key, entry)
-    typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
-               f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))
+    for line in _prediction_lines(entry):
+        typer.echo(line)
+    typer.echo(f"wrote {path}" + (f" [{key}]" if key else ""))
+
+
+def _prediction_lines(entry: dict) -> list[str]:
+    """A prediction entry as lines: n* at the top budget and its tie band, n_sat and its interval,
+    each said plainly to carry no information where it spans the whole grid of n."""
+    from isosim.frontier.report import spans_grid
+
+    grid = [int(n) for n in entry.get("n_values") or []]
+    grid_txt = f"n = {min(grid)}-{max(grid)}" if grid else "the grid"
+    top = float(entry["budgets"][-1])
+    lo, hi = int(entry["n_tol"][-1]), int(entry["n_tie_hi"][-1])
+    band = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    line = f"n* at C = {top:.3g}: {entry['n_star'][-1]} (n within the tie tolerance: {band}"
+    line += f"; it spans the whole grid {grid_txt}: no information on n*)" if spans_grid((lo, hi), grid) else ")"
+    if not (entry.get("learning") or [True])[-1]:
+        line += "; no learning beyond the seed noise at C"
+    lines = [line + f" over {len(entry['budgets'])} budgets"]
+    if entry.get("n_sat") is None:
+        lines.append("n_sat: none (no budget shows learning beyond the seed noise)")
+    else:
+        ci = entry.get("n_sat_ci")
+        txt = f"n_sat: {entry['n_sat']:.1f}"
+        if ci:
+            txt += f" (interval {ci[0]:.1f}-{ci[1]:.1f}" + (
+                f": it spans the whole grid {grid_txt}, so it carries no information on n_sat)"
+                if spans_grid(ci, grid) else ")")
+        if entry.get("at_floor"):
+            txt += "; the fit sits at the smallest n read: n_sat may lie lower"
+        elif entry.get("saturated") is False:
+            txt += "; not saturated: the fit reaches the largest n read"
+        lines.append(txt)
+    return lines
 
 
 @app.command()
@@ -340,6 +404,10 @@ def validate(
     from isosim.frontier.report import metric_column
     from llm_runs.launch import validate as val
 
+    missing = _missing_llm_modules()
+    if missing and not dry_run:
+        raise IsosimError(f"validate trains real models and needs the [llm] extra (missing: {', '.join(missing)}): "
+                          "pip install -e '.[llm]'")
     if launcher not in ("local", "slurm"):
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
     if preset is not None and profile is not None:
@@ -381,26 +449,30 @@ def validate(
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
-        grid = n_list
+        grid, n_source = n_list, "n given by --n"
         if adaptive and not grid:  # every power of two the limits allow
             from llm_runs.launch.adaptive import default_grid
 
             grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
+            n_source = (f"n: every power of two from 2 that gives each run >= {min_steps} steps within B_max "
+                        "(the search's grid; --n sets it)")
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
                              out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
-                             request=request)
+                             request=request, n_source=n_source)
         plan.notes += launch_notes
         if adaptive:
-            plan.notes.append("adaptive: the grid's runs start, pause and stop as the search decides "
-                              f"({out}/adaptive/decisions.json); the commands below are each run's full form")
+            plan.notes.append(f"adaptive: its decisions go to {out}/adaptive/decisions.json")
         return plan
 
     plan = val.load_or_make_plan(out, request, build)
     if launcher == "slurm":
         val.check_slurm_plan(plan, opts)
     val.write_plan(plan)
-    for line in val.describe(plan, launcher, opts):
+    for line in val.describe(plan, launcher, opts, search=search if adaptive else None):
         typer.echo(line)
+    if missing:
+        typer.echo(f"note: the [llm] extra is not installed (missing: {', '.join(missing)}); the runs need it: "
+                   "pip install -e '.[llm]'")
     if dry_run:
         typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
         return
