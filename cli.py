@@ -215,7 +215,7 @@ def recommend(
         table.add_column(col, overflow="fold")
     table.add_row("n", str(r.n), r.reasons["n"])
     table.add_row("B_p", str(r.b_p), r.reasons["b_p"])
-    table.add_row("M", str(r.m), r.reasons["m"])
+    table.add_row("M", str(r.m) if r.m < 1e15 else f"{r.m:.3g}", r.reasons["m"])
     table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)
@@ -333,6 +333,7 @@ def predict(
 def _prediction_lines(entry: dict) -> list[str]:
     """A prediction entry as lines: n* at the top budget and its tie band, n_sat and its interval,
     each said plainly to carry no information where it spans the whole grid of n."""
+    from isosim.frontier.plots import short_budget
     from isosim.frontier.report import spans_grid
 
     grid = [int(n) for n in entry.get("n_values") or []]
@@ -340,7 +341,7 @@ def _prediction_lines(entry: dict) -> list[str]:
     top = float(entry["budgets"][-1])
     lo, hi = int(entry["n_tol"][-1]), int(entry["n_tie_hi"][-1])
     band = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    line = f"n* at C = {top:.3g}: {entry['n_star'][-1]} (n within the tie tolerance: {band}"
+    line = f"n* at C = {short_budget(top)}: {entry['n_star'][-1]} (n within the tie tolerance: {band}"
     line += f"; it spans the whole grid {grid_txt}: no information on n*)" if spans_grid((lo, hi), grid) else ")"
     if not (entry.get("learning") or [True])[-1]:
         line += "; no learning beyond the seed noise at C"

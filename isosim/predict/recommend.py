@@ -91,6 +91,15 @@ class Recommendation:
     """the profile's dynamics calibration (preset, fitted settings, cheap runs) when it has one"""
     track_record: list = field(default_factory=list)
     """what uncalibrated (profile-only) predictions scored on real sweeps (studies/results/scoreboard.json)"""
+    n_sat_reason: str | None = None
+    """why ``n_sat`` is None (not saturated by the budget, or no learning simulated); None when it is given"""
+    fitted_upper_n: float | None = None
+    """the upper level of the sigmoid fitted to the simulated n*(C), whether or not it is a saturation
+    point (None without learning); ``isosim validate`` centres its runs on it"""
+    regret_reason: str | None = None
+    """why ``expected_regret`` is None (no learning simulated, or a single n simulated)"""
+    simulated_budget: float | None = None
+    """the budget the simulated sweep ran to: the budget asked, or ``SIM_BUDGET_CAP`` above it"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,12 +288,18 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     )
 
 
+def _short(c: float) -> str:
+    from isosim.frontier.plots import short_budget
+
+    return short_budget(c)
+
+
 def _read_at(budget: float, top: float, sim_budget: float) -> str:
     """Where n was read, against the budget asked: the same C, or the largest simulated budget
     below it (a capped sweep, or runs whose whole steps stop short of C)."""
     if sim_budget < budget:
-        return (f"C = {top:.3g} rollouts (not at the budget asked, C = {budget:.3g}: the simulated sweep stops "
-                f"at {SIM_BUDGET_CAP:.0e}, beyond which a sweep would take hours)")
+        return (f"C = {_short(top)} rollouts (not at the budget asked, C = {budget:.3g}: the simulated sweep stops "
+                f"at {_short(SIM_BUDGET_CAP)}, beyond which a sweep would take hours)")
     if top < 0.95 * budget:
         return (f"C = {top:.3g} rollouts (the largest simulated budget every n reaches in whole steps; "
                 f"the budget asked is {budget:.3g})")
@@ -369,8 +384,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
     """What the recommendation rests on and how sure it is, as lines for the terminal."""
     lines = [f"training-set size simulated: {r.train_size} ({r.train_size_source})"]
     if r.simulated_budget is not None and r.simulated_budget < r.budget:
-        lines.append(f"simulated to {r.simulated_budget:.0e} rollouts, not to C = {r.budget:.3g}: the simulated sweep "
-                     f"stops at {SIM_BUDGET_CAP:.0e} (a sweep to C would take hours); n is read there"
+        lines.append(f"simulated to {_short(r.simulated_budget)} rollouts, not to C = {r.budget:.3g}: the simulated "
+                     f"sweep stops at {_short(SIM_BUDGET_CAP)} (a sweep to C would take hours); n is read there"
                      + (", where n*(C) has saturated, so it holds beyond" if r.saturated_by_budget else
                         ", where n*(C) has not saturated: at C a larger n may do better, which the simulation "
                         "cannot say"))
