@@ -333,8 +333,7 @@ def predict(
 def _prediction_lines(entry: dict) -> list[str]:
     """A prediction entry as lines: n* at the top budget and its tie band, n_sat and its interval,
     each said plainly to carry no information where it spans the whole grid of n."""
-    from isosim.frontier.plots import short_budget
-    from isosim.frontier.report import spans_grid
+    from isosim.frontier.wording import short_budget, spans_grid
 
     grid = [int(n) for n in entry.get("n_values") or []]
     grid_txt = f"n = {min(grid)}-{max(grid)}" if grid else "the grid"

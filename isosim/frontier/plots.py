@@ -17,6 +17,7 @@ import pandas as pd
 
 from isosim.errors import IsosimError
 from isosim.frontier import analysis
+from isosim.frontier.wording import short_budget, spans_grid
 from isosim.records import HIST_BINS, HIST_COLUMNS
 
 if TYPE_CHECKING:
@@ -56,20 +57,6 @@ def _n_colorbar(fig: Figure, ax: Axes, n_values: Sequence[int], label: str = "n"
     cmap, norm = n_colors(n_values)
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label)
     bar.set_ticks(np.log2(n_values), labels=[str(n) for n in n_values])
-
-
-def short_budget(c: float) -> str:
-    """A budget in two significant digits, without ``e+0``: 2e5, 1.5e6, 500; ``~`` where rounded
-    (199,680 -> ``~2e5``)."""
-    c = float(c)
-    if c <= 0 or not np.isfinite(c):
-        return f"{c:g}"
-    exp = int(np.floor(np.log10(c)))
-    mant = round(c / 10.0**exp, 1)
-    if mant >= 10:
-        mant, exp = mant / 10, exp + 1
-    text = (f"{mant:g}e{exp}" if exp >= 4 else f"{mant * 10.0**exp:g}")
-    return text if np.isclose(mant * 10.0**exp, c, rtol=1e-9) else "~" + text
 
 
 def _log2_n_axis(ax: Axes, n_values: Sequence[float] | None = None) -> None:
@@ -154,8 +141,6 @@ def n_star_figure(result: dict[str, Any]) -> Figure:
     """n*(C) as steps, the tie band (n_tol to n_tie_hi), the fitted sigmoid, the bootstrap band and
     n_sat, on log-log axes spanning the grid of n; budgets without learning are greyed. An n_sat
     interval that spans the whole grid carries no information: it is named in the legend, not drawn."""
-    from isosim.frontier.report import spans_grid
-
     b, n_star = np.asarray(result["budgets"]), np.asarray(result["n_star"], dtype=float)
     grid = [int(n) for n in result.get("n_values") or []]
     fit = result["fit"]

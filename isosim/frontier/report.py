@@ -81,15 +81,6 @@ def load_records(path: str | Path) -> pd.DataFrame:
     return records.normalize(pd.concat(frames, ignore_index=True), source=str(path))
 
 
-def spans_grid(interval, n_values) -> bool:
-    """Whether an interval of n ([lo, hi]) covers the whole grid of n tried: it then carries no
-    information (any n of the grid is inside it)."""
-    if not interval or not n_values:
-        return False
-    lo, hi = float(interval[0]), float(interval[1])
-    return lo <= min(n_values) * 1.01 and hi >= max(n_values) * 0.99
-
-
 def clean_records(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.DataFrame, list[str]]:
     """The rows the analysis can use, and a line for each kind of row left out.
 

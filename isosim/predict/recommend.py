@@ -289,7 +289,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
 
 
 def _short(c: float) -> str:
-    from isosim.frontier.plots import short_budget
+    from isosim.frontier.wording import short_budget
 
     return short_budget(c)
 
