@@ -193,12 +193,39 @@ def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple
                  f"the smallest that fits ({b_p}) keeps the most sequential updates")
 
 
+PRESIMULATED_PRESETS = ("easy", "hard", "very-easy", "extreme")
+PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
+"""the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
+them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
+past the cap is answered in seconds on a fresh install"""
+
+
+def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = None, b_max: int = 65536,
+               problems: int | None = None, quick: bool = False, seeds: int = 2) -> tuple[Any, dict[str, Any]]:
+    """The Q1 sweep plan ``recommend`` simulates for these settings (to the budget, at most
+    ``SIM_BUDGET_CAP``), and the preset's settings with the overrides applied."""
+    from isosim.sim.presets import get_preset
+    from isosim.sweeps import sweep
+
+    overrides: dict[str, Any] = {}
+    if profile is not None:
+        from isosim.sim.profiles import read_profile
+
+        read_profile(profile)
+        overrides["profile"] = str(Path(profile).resolve())
+    if problems is not None:
+        overrides["n_train"] = int(max(problems, 32))
+    settings = {**get_preset(preset), **overrides}
+    plan = sweep.plan_for_preset(preset, "q1", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
+                                 b_max=b_max, **overrides)
+    return plan, settings
+
+
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
               progress: bool = False) -> Recommendation:
     """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
     from isosim.frontier import analysis
-    from isosim.sim.presets import get_preset
     from isosim.sweeps import sweep
 
     if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
@@ -215,19 +242,15 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation "
                           f"(B_p {min(B_P_CHOICES)} x n 4 = {smallest_step})")
     name = preset or "easy"
-    overrides: dict[str, Any] = {}
-    if profile is not None:
-        from isosim.sim.profiles import read_profile
-
-        read_profile(profile)
-        overrides["profile"] = str(Path(profile).resolve())
-    if problems is not None:
-        overrides["n_train"] = int(max(problems, 32))
-    settings = {**get_preset(name), **overrides}
-    sim_budget = min(float(budget), SIM_BUDGET_CAP)
-    plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=sim_budget,
-                                 b_max=b_max, **overrides)
+    plan, settings = sweep_plan(budget, preset=name, profile=profile, b_max=b_max, problems=problems, quick=quick,
+                                seeds=seeds)
+    sim_budget = max(c.budget for c in plan.cells)
     store = cache_dir() / plan.plan_id
+    shipped = PRESIMULATED / plan.plan_id
+    if shipped.is_dir() and not (store / "manifest.json").exists():  # a preset's sweep to the cap, shipped
+        import shutil
+
+        shutil.copytree(shipped, store, dirs_exist_ok=True)
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
     df = sweep.run_sweep(plan, store, progress=progress, wait=True)
     if progress:
