@@ -81,6 +81,17 @@ def _missing_llm_modules() -> list[str]:
     return [m for m in LLM_MODULES if importlib.util.find_spec(m) is None]
 
 
+def _working(text: str):
+    """A rich spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
+    from contextlib import nullcontext
+
+    if not sys.stderr.isatty():
+        return nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
+
+
 def _check_run_lengths(plan) -> None:
     """Refuse a sweep whose longest run takes more than MAX_RUN_STEPS update steps."""
     from isosim.errors import IsosimError
@@ -137,7 +148,8 @@ def explore(
     out = out or _fresh_out("explore")
     typer.echo(f"{the_plan.summary()}  ->  {out}")
     df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({question})", out_dir=out)
 
 
@@ -167,7 +179,8 @@ def analyze(
     if (out / "frontier.json").exists() and not force:
         raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
                           "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
 
@@ -319,47 +332,18 @@ def predict(
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
 
-    entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
-                                           n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
-                                           log=lambda s: typer.echo(s))
+    with _working("fitting the cheap curves and the predicted frontier"):
+        entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
+                                               n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
+                                               log=lambda s: typer.echo(s))
     if setting:
         entry["setting"] = setting
     path = extrapolate.write_entry(out, key, entry)
-    for line in _prediction_lines(entry):
+    from isosim.frontier.wording import prediction_lines
+
+    for line in prediction_lines(entry):
         typer.echo(line)
     typer.echo(f"wrote {path}" + (f" [{key}]" if key else ""))
-
-
-def _prediction_lines(entry: dict) -> list[str]:
-    """A prediction entry as lines: n* at the top budget and its tie band, n_sat and its interval,
-    each said plainly to carry no information where it spans the whole grid of n."""
-    from isosim.frontier.wording import short_budget, spans_grid
-
-    grid = [int(n) for n in entry.get("n_values") or []]
-    grid_txt = f"n = {min(grid)}-{max(grid)}" if grid else "the grid"
-    top = float(entry["budgets"][-1])
-    lo, hi = int(entry["n_tol"][-1]), int(entry["n_tie_hi"][-1])
-    band = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    line = f"n* at C = {short_budget(top)}: {entry['n_star'][-1]} (n within the tie tolerance: {band}"
-    line += f"; it spans the whole grid {grid_txt}: no information on n*)" if spans_grid((lo, hi), grid) else ")"
-    if not (entry.get("learning") or [True])[-1]:
-        line += "; no learning beyond the seed noise at C"
-    lines = [line + f" over {len(entry['budgets'])} budgets"]
-    if entry.get("n_sat") is None:
-        lines.append("n_sat: none (no budget shows learning beyond the seed noise)")
-    else:
-        ci = entry.get("n_sat_ci")
-        txt = f"n_sat: {entry['n_sat']:.1f}"
-        if ci:
-            txt += f" (interval {ci[0]:.1f}-{ci[1]:.1f}" + (
-                f": it spans the whole grid {grid_txt}, so it carries no information on n_sat)"
-                if spans_grid(ci, grid) else ")")
-        if entry.get("at_floor"):
-            txt += "; the fit sits at the smallest n read: n_sat may lie lower"
-        elif entry.get("saturated") is False:
-            txt += "; not saturated: the fit reaches the largest n read"
-        lines.append(txt)
-    return lines
 
 
 @app.command()

@@ -178,14 +178,14 @@ def test_a_run_evaluated_twice_at_one_budget_keeps_the_last_evaluation():
 # predict: readable numbers; an interval over the whole grid says it carries no information
 # --------------------------------------------------------------------------------------------
 def test_prediction_lines_are_formatted_and_flag_an_uninformative_interval():
-    import cli
+    from isosim.frontier.wording import prediction_lines
 
     entry = json.loads((ROOT / "studies/results/organism_f8/prediction_calibrated.json").read_text())["hard-128"]
     entry = {**entry, "n_values": [2, 4, 8, 16, 32, 64, 128]}
-    text = "\n".join(cli._prediction_lines(entry))
+    text = "\n".join(prediction_lines(entry))
     assert not re.search(r"\d\.\d{4,}", text), text  # no raw floats
     assert "n_sat: 66.9 (interval 2.0-128.0: it spans the whole grid n = 2-128, so it carries no information" in text
-    narrow = "\n".join(cli._prediction_lines({**entry, "n_sat_ci": [30.0, 67.0]}))
+    narrow = "\n".join(prediction_lines({**entry, "n_sat_ci": [30.0, 67.0]}))
     assert "(interval 30.0-67.0)" in narrow and "no information" not in narrow.split("\n")[1]
 
 

@@ -92,8 +92,8 @@ def describe_search(plan: ValidationPlan, policy: str = "adaptive") -> list[str]
                 f"C = {c:.0f} are best continue to C/2; the better evaluation there wins and is continued to C"]
     return [f"search (adaptive): starts n = {list(s.start)} (the predicted n* and two octaves either side) of the "
             f"grid {list(s.grid)}; at each rung ({rungs} rollouts) it stops the runs that cannot catch the leader "
-            f"by C = {c:.0f}, may start the next untried n, and continues the last run left to C. Most runs stop "
-            "early; no run goes to C unless chosen"]
+            f"by C = {c:.0f}, may start the next untried n, and continues the one it chooses (the last run left, "
+            "or the best at the last rung) to C; no other run goes to C"]
 
 
 class Launcher:
