@@ -71,7 +71,7 @@ def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
 
 
 LLM_MODULES = ("transformers", "accelerate", "math_verify")  # the [llm] extra's modules that runs import
-MAX_RUN_STEPS = 10_000_000  # longest simulated run explore starts (about three hours at ~1,000 steps a second)
+MAX_RUN_STEPS = 10_000_000  # longest simulated run explore starts (hours of simulation)
 
 
 def _missing_llm_modules() -> list[str]:
@@ -101,8 +101,8 @@ def _check_run_lengths(plan) -> None:
         step = longest.b_p * longest.rollouts_per_step
         raise IsosimError(
             f"the run n = {longest.n}, B_p = {longest.b_p} would take {longest.total_steps:.2g} update steps to "
-            f"{longest.budget:.3g} rollouts; the simulator runs about a thousand steps a second, so explore stops at "
-            f"{MAX_RUN_STEPS:.0e} steps a run: lower --budget-max to at most {MAX_RUN_STEPS * step:.3g}")
+            f"{longest.budget:.3g} rollouts; explore simulates at most {MAX_RUN_STEPS:,} steps a run (hours already): "
+            f"lower --budget-max to at most {MAX_RUN_STEPS * step:.3g}")
 
 
 @app.command()
