@@ -70,6 +70,41 @@ def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
         raise IsosimError(f"--n {text!r}: expected comma-separated integers, e.g. {example}") from None
 
 
+LLM_MODULES = ("transformers", "accelerate", "math_verify")  # the [llm] extra's modules that runs import
+MAX_RUN_STEPS = 10_000_000  # longest simulated run explore starts (hours of simulation)
+
+
+def _missing_llm_modules() -> list[str]:
+    """The [llm] extra's modules that are not installed (found without importing them)."""
+    import importlib.util
+
+    return [m for m in LLM_MODULES if importlib.util.find_spec(m) is None]
+
+
+def _working(text: str):
+    """A rich spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
+    from contextlib import nullcontext
+
+    if not sys.stderr.isatty():
+        return nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
+
+
+def _check_run_lengths(plan) -> None:
+    """Refuse a sweep whose longest run takes more than MAX_RUN_STEPS update steps."""
+    from isosim.errors import IsosimError
+
+    longest = max(plan.configs(), key=lambda c: c.total_steps)
+    if longest.total_steps > MAX_RUN_STEPS:
+        step = longest.b_p * longest.rollouts_per_step
+        raise IsosimError(
+            f"the run n = {longest.n}, B_p = {longest.b_p} would take {longest.total_steps:.2g} update steps to "
+            f"{longest.budget:.3g} rollouts; explore simulates at most {MAX_RUN_STEPS:,} steps a run (hours already): "
+            f"lower --budget-max to at most {MAX_RUN_STEPS * step:.3g}")
+
+
 @app.command()
 def explore(
     preset: str = typer.Option("easy", help="built-in preset: easy, hard, extreme, very-easy, or a mix 'hard:0.5,easy:0.5'"),
@@ -109,10 +144,12 @@ def explore(
             overrides["policy"] = policy
         the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
                                          budget_max=budget_max, **overrides)
+    _check_run_lengths(the_plan)
     out = out or _fresh_out("explore")
     typer.echo(f"{the_plan.summary()}  ->  {out}")
     df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({question})", out_dir=out)
 
 
@@ -142,17 +179,18 @@ def analyze(
     if (out / "frontier.json").exists() and not force:
         raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
                           "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
-    result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
 
 @app.command()
 def recommend(
-    budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts"),
-    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour)"),
-    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput"),
-    preset: str = typer.Option("easy", help="built-in difficulty preset (ignored with --profile)"),
-    profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate"),
+    budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts (or --gpu-hours, not both); above 1e7 the simulation stops at 1e7 and says so"),
+    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour; not with --budget)"),
+    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput (with --gpu-hours)"),
+    preset: str = typer.Option("easy", help="simulator preset: its dynamics and recipe are simulated; with --profile the profile's problems replace the preset's (e.g. --preset hard --profile FILE for the hard recipe)"),
+    profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate (the problems; the recipe and dynamics come from --preset or the profile's own dynamics block)"),
     max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
     problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
@@ -164,6 +202,10 @@ def recommend(
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
+        raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
+    if rollouts_per_gpu_hour is not None and gpu_hours is None:
+        raise IsosimError("--rollouts-per-gpu-hour needs --gpu-hours")
     if gpu_hours is not None:
         if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
             raise IsosimError("--gpu-hours needs a positive --rollouts-per-gpu-hour (and positive hours)")
@@ -180,19 +222,21 @@ def recommend(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"isosim recommend: C = {r.budget:.3g} rollouts ({r.recipe} recipe)")
+    source = f"preset {preset}" + (f", problems of {profile}" if profile else "")
+    table = Table(title=f"isosim recommend: C = {r.budget:.3g} rollouts ({source}; {r.recipe} recipe)")
     for col in ("setting", "value", "why"):
         table.add_column(col, overflow="fold")
     table.add_row("n", str(r.n), r.reasons["n"])
     table.add_row("B_p", str(r.b_p), r.reasons["b_p"])
-    table.add_row("M", str(r.m), r.reasons["m"])
+    table.add_row("M", str(r.m) if r.m < 1e15 else f"{r.m:.3g}", r.reasons["m"])
     table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)
     if r.recipe_mismatch:
         typer.echo(f"warning: the prediction was simulated with the {r.recipe} recipe; the paper advises the "
                    f"{r.advised_recipe} recipe for this set ({r.hard_share:.0%} hard problems): a run on the "
-                   f"{r.advised_recipe} recipe would test something that was not simulated")
+                   f"{r.advised_recipe} recipe would test something that was not simulated (simulate it with "
+                   f"--preset {r.advised_recipe}" + (f" --profile {profile})" if profile else ")"))
     for line in rec.certainty_lines(r):
         typer.echo(line)
 
@@ -288,14 +332,18 @@ def predict(
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
 
-    entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
-                                           n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
-                                           log=lambda s: typer.echo(s))
+    with _working("fitting the cheap curves and the predicted frontier"):
+        entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
+                                               n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
+                                               log=lambda s: typer.echo(s))
     if setting:
         entry["setting"] = setting
     path = extrapolate.write_entry(out, key, entry)
-    typer.echo(f"n* {entry['n_star']} over {len(entry['budgets'])} budgets; n_sat {entry['n_sat']} "
-               f"{entry['n_sat_ci']}; wrote {path}" + (f" [{key}]" if key else ""))
+    from isosim.frontier.wording import prediction_lines
+
+    for line in prediction_lines(entry):
+        typer.echo(line)
+    typer.echo(f"wrote {path}" + (f" [{key}]" if key else ""))
 
 
 @app.command()
@@ -340,6 +388,10 @@ def validate(
     from isosim.frontier.report import metric_column
     from llm_runs.launch import validate as val
 
+    missing = _missing_llm_modules()
+    if missing and not dry_run:
+        raise IsosimError(f"validate trains real models and needs the [llm] extra (missing: {', '.join(missing)}): "
+                          "pip install -e '.[llm]'")
     if launcher not in ("local", "slurm"):
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
     if preset is not None and profile is not None:
@@ -381,26 +433,30 @@ def validate(
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
-        grid = n_list
+        grid, n_source = n_list, "n given by --n"
         if adaptive and not grid:  # every power of two the limits allow
             from llm_runs.launch.adaptive import default_grid
 
             grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
+            n_source = (f"n: every power of two from 2 that gives each run >= {min_steps} steps within B_max "
+                        "(the search's grid; --n sets it)")
         plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
                              out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
-                             request=request)
+                             request=request, n_source=n_source)
         plan.notes += launch_notes
         if adaptive:
-            plan.notes.append("adaptive: the grid's runs start, pause and stop as the search decides "
-                              f"({out}/adaptive/decisions.json); the commands below are each run's full form")
+            plan.notes.append(f"adaptive: its decisions go to {out}/adaptive/decisions.json")
         return plan
 
     plan = val.load_or_make_plan(out, request, build)
     if launcher == "slurm":
         val.check_slurm_plan(plan, opts)
     val.write_plan(plan)
-    for line in val.describe(plan, launcher, opts):
+    for line in val.describe(plan, launcher, opts, search=search if adaptive else None):
         typer.echo(line)
+    if missing:
+        typer.echo(f"note: the [llm] extra is not installed (missing: {', '.join(missing)}); the runs need it: "
+                   "pip install -e '.[llm]'")
     if dry_run:
         typer.echo(f"dry run: nothing launched (plan and run configs in {out})")
         return

@@ -337,9 +337,28 @@ def test_cost_of_a_step_does_not_depend_on_n():
 
 
 def test_tokens_follow_the_length_model():
-    df = simulate([SimConfig(n=8, steps=20, mean_len=100.0, **SMALL)])
-    last = df.iloc[-1]
-    assert 50 * last.rollouts < last.tokens < 200 * last.rollouts
+    """With a policy that does not move (lr 1e-12) and every training problem in every batch, each
+    rollout of problem p is response k with probability softmax(z0_p)_k, of length L[p, k]: the
+    token count's mean and sd follow from the population exactly; it must lie within 4 sd (~2.5%)."""
+    from isosim.sim.problems import build
+
+    cfgs = [SimConfig(n=8, steps=20, mean_len=100.0, seed=seed, n_train=32, n_val=32, b_p=32, eval_points=5,
+                      lr=1e-12) for seed in range(3)]
+    df = simulate(cfgs)
+    for cfg in cfgs:
+        last = df[df.run_id == cfg.run_id].iloc[-1]
+        assert last.rollouts == cfg.steps * cfg.b_p * cfg.n
+        pop = build(cfg)
+        z0, length = pop.z0.numpy()[:cfg.n_train], pop.length.numpy()[:cfg.n_train]
+        pi = np.exp(z0 - z0.max(1, keepdims=True))
+        pi /= pi.sum(1, keepdims=True)
+        per_rollout = (pi * length).sum(1)
+        var = (pi * length ** 2).sum(1) - per_rollout ** 2
+        mean, sd = cfg.steps * cfg.n * per_rollout.sum(), np.sqrt(cfg.steps * cfg.n * var.sum())
+        assert abs(length.mean() / cfg.mean_len - 1) < 0.1  # lognormal lengths of mean mean_len
+        assert float(last.tokens).is_integer()  # a sum of whole response lengths
+        assert abs(last.tokens - mean) < 4 * sd, (cfg.seed, last.tokens, mean, sd)
+        assert 4 * sd < 0.03 * mean  # the band is tight: a wrong length model or count falls outside
 
 
 @pytest.mark.parametrize(

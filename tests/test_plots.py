@@ -1,4 +1,5 @@
-"""The figures are written as non-empty PNG and SVG files, and nothing is displayed."""
+"""The figures draw what the analysis found (the lines' data, labels and titles are read back from the
+matplotlib objects), they are written as PNG and SVG, and nothing is displayed."""
 
 from __future__ import annotations
 
@@ -40,9 +41,8 @@ def records() -> pd.DataFrame:
 
 
 def _check(paths: list[Path]) -> None:
+    """The two files are a PNG and an SVG (what they show is checked on the figures below)."""
     assert [p.suffix for p in paths] == [".png", ".svg"]
-    for p in paths:
-        assert p.exists() and p.stat().st_size > 1000
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in paths[1].read_bytes()[:2000]
 
@@ -108,5 +108,111 @@ def test_pass_hist_titles_say_what_c_is(records, tmp_path, monkeypatch):
     plots.plot_hist_evolution(records, [4, 256], [2e4, 1e6], tmp_path / "hist")
     fig = figs[-1]
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["after C = 2e+04 rollouts per run", "after C = 1e+06 rollouts per run"]
+    assert titles == ["after C = 2e4 rollouts per run", "after C = 1e6 rollouts per run"]
     assert "equal compute" in fig._suptitle.get_text()
+
+
+def _lines(ax) -> dict[str, object]:
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_frontier_figure_draws_each_fitted_curve_and_the_frontier(records, tmp_path, monkeypatch):
+    figs = _capture(monkeypatch)
+    result = an.analyze(records, n_boot=0)
+    plots.plot_frontier(records, result, tmp_path / "frontier")
+    ax = figs[-1].axes[0]
+    frontier = _lines(ax)["frontier"]
+    np.testing.assert_allclose(frontier.get_xdata(), result["budgets"])
+    np.testing.assert_allclose(frontier.get_ydata(), result["reward"])
+    curves = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+    assert len(curves) == len(N_VALUES)  # one fitted curve per n, each ending at its fitted reward
+    for n, line in zip(N_VALUES, curves):
+        fit = an.FitResult.from_dict(result["per_n"][str(n)])
+        x = line.get_xdata()
+        np.testing.assert_allclose(line.get_ydata()[-1], fit.predict(x[-1]))
+
+
+def test_n_star_figure_draws_the_analysis_and_spans_the_grid(records):
+    result = an.analyze(records, n_boot=20, seed=0)
+    ax = plots.n_star_figure(result).axes[0]
+    line = _lines(ax)["n*(C)"]
+    np.testing.assert_allclose(line.get_xdata(), result["budgets"])
+    np.testing.assert_allclose(line.get_ydata(), result["n_star"])
+    np.testing.assert_allclose(_lines(ax)["n_tol(C): smallest tied n"].get_ydata(), result["n_tol"])
+    lo, hi = ax.get_ylim()
+    assert lo < min(N_VALUES) / 1.3 and hi > max(N_VALUES) * 1.3  # the whole grid, half an octave to spare
+    assert ax.get_title() == "n*(C), val_avg"
+
+
+def _n_sat_patches(ax):
+    return [p for p in ax.patches if "n_sat" in str(p.get_label())]
+
+
+def test_an_n_sat_interval_spanning_the_grid_is_named_not_drawn(records):
+    result = an.analyze(records, n_boot=0)
+    assert result["fit"]["n_sat"] is not None
+    narrow = {**result, "fit": {**result["fit"], "n_sat_ci": [20.0, 40.0]}}
+    (band,) = _n_sat_patches(plots.n_star_figure(narrow).axes[0])
+    assert "20-40" in band.get_label() and (band.get_y(), band.get_y() + band.get_height()) == (20.0, 40.0)
+    whole = {**result, "fit": {**result["fit"], "n_sat_ci": [4.0, 256.0]}}
+    ax = plots.n_star_figure(whole).axes[0]
+    assert _n_sat_patches(ax) == []  # no band over the whole axis
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("4-256" in t and "no information" in t for t in labels), labels
+
+
+def test_a_flat_sweep_keeps_its_n_star_line_off_the_bottom_axis():
+    rng = np.random.default_rng(1)
+    rows = []
+    for n in (2, 8, 32, 128):
+        for seed in (0, 1):
+            steps = np.arange(0, 40)
+            rows.append(pd.DataFrame({"n": n, "b_p": 16, "seed": seed, "step": steps, "rollouts": steps * 16 * n,
+                                      "val_avg": 0.5 + rng.normal(0, 0.005, len(steps))}))
+    result = an.analyze(pd.concat(rows, ignore_index=True), n_boot=0)
+    ax = plots.n_star_figure(result).axes[0]
+    ys = _lines(ax)["n*(C)"].get_ydata()
+    lo, hi = ax.get_ylim()
+    assert min(ys) / lo >= 2**0.4, (min(ys), lo)  # the smallest n sits half an octave above the bottom
+    assert hi >= 128
+
+
+def test_metric_split_draws_avg_best_and_worst_each_visible(records, tmp_path, monkeypatch):
+    from isosim.frontier import report
+
+    figs = _capture(monkeypatch)
+    result = report.build_report(records, tmp_path / "rep", n_boot=0)
+    split = [f for f in figs if f.axes[0].get_title() == "n*(C) per metric"]
+    assert len(split) == 1
+    lines = _lines(split[0].axes[0])
+    best, worst, avg = lines["val_best: n*"], lines["val_worst: n*"], lines["val_avg: n*"]
+    np.testing.assert_allclose(avg.get_ydata(), result["n_star"])
+    np.testing.assert_allclose(best.get_ydata(), result["split"]["val_best"]["n_star"])
+    np.testing.assert_allclose(worst.get_ydata(), result["split"]["val_worst"]["n_star"])
+    # drawn in order avg, best, worst: each later line narrower and on top, so equal n* leave both visible
+    assert avg.get_linewidth() > best.get_linewidth() > worst.get_linewidth()
+    assert avg.get_zorder() < best.get_zorder() < worst.get_zorder()
+
+
+def test_pass_hist_has_one_title_every_n_and_a_clean_budget(records, tmp_path, monkeypatch):
+    from isosim.frontier import report
+
+    figs = _capture(monkeypatch)
+    report.build_report(records, tmp_path / "rep", n_boot=0)
+    (fig,) = [f for f in figs if f.axes[0].get_xlabel() == "training pass@1"]
+    ax = fig.axes[0]
+    assert fig._suptitle is None or fig._suptitle.get_text() == ""  # one title, on the panel
+    top = float(records.groupby("n")["rollouts"].max().min())  # 999,424: every n's last evaluation
+    assert ax.get_title() == "training pass@1 of each n after C = ~1e6 rollouts per run"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [f"n = {n}" for n in N_VALUES]
+    rows = an.hist_at_matched_compute(records, N_VALUES, top)
+    for n, bars in zip(N_VALUES, ax.containers):
+        want = rows.loc[rows["n"] == n, [f"train_hist_{i}" for i in range(10)]].mean().to_numpy()
+        np.testing.assert_allclose([b.get_height() for b in bars], want)
+
+
+@pytest.mark.parametrize("c, text", [(2e5, "2e5"), (199_680, "~2e5"), (1.5e6, "1.5e6"), (500, "500"),
+                                     (1e4, "1e4"), (999_424, "~1e6"), (73_143, "~7.3e4")])
+def test_budgets_are_printed_short(c, text):
+    assert plots.short_budget(c) == text

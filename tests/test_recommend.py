@@ -33,10 +33,28 @@ def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
     assert b_p == 32 and "fewer than" in why
 
 
-def test_near_tie_is_the_analysis_tie_tolerance():
-    from isosim.frontier.analysis import DEFAULT_TOL
+def test_recommends_n_is_the_frontiers_n_tol():
+    """recommend's smallest near-optimal n is the n_tol that ``isosim explore`` / ``analyze`` report
+    at their default tie tolerance: on records whose n at the top budget are .004 and .011 below the
+    best, tolerances of .002, .005 and .02 give three different n_tol, and recommend picks the middle."""
+    import numpy as np
+    import pandas as pd
 
-    assert NEAR_TIE == DEFAULT_TOL  # recommend's smallest near-optimal n is the frontier's n_tol
+    from isosim.frontier import analysis
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for n, amp in {4: .15, 16: .255, 64: .262, 256: .266, 1024: .2655}.items():
+        steps = np.concatenate([[0], np.unique(np.round(np.geomspace(1, 2e6 / (8 * n), 25)))])
+        c = steps * 8 * n
+        for seed in (0, 1):
+            frames.append(pd.DataFrame({"n": n, "b_p": 8, "seed": seed, "step": steps.astype(int), "rollouts": c,
+                                        "val_avg": 0.3 + amp * c / (c + 50 * n) + rng.normal(0, 0.001, len(c))}))
+    df = pd.concat(frames, ignore_index=True)
+    n_tol = {tol: analysis.analyze(df, n_boot=0, tol=tol)["n_tol"][-1] for tol in (0.002, analysis.DEFAULT_TOL, 0.02)}
+    assert n_tol == {0.002: 256, analysis.DEFAULT_TOL: 64, 0.02: 16}
+    default = analysis.analyze(df, n_boot=0)
+    assert smallest_near_optimal_n(default)[:2] == (64, 256)
 
 
 def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():

@@ -17,6 +17,7 @@ import pandas as pd
 
 from isosim.errors import IsosimError
 from isosim.frontier import analysis
+from isosim.frontier.wording import short_budget, spans_grid
 from isosim.records import HIST_BINS, HIST_COLUMNS
 
 if TYPE_CHECKING:
@@ -58,13 +59,23 @@ def _n_colorbar(fig: Figure, ax: Axes, n_values: Sequence[int], label: str = "n"
     bar.set_ticks(np.log2(n_values), labels=[str(n) for n in n_values])
 
 
-def _log2_n_axis(ax: Axes) -> None:
-    """Log2 y axis with plain integer n labels (4, 8, 16, ...)."""
+def _log2_n_axis(ax: Axes, n_values: Sequence[float] | None = None) -> None:
+    """Log2 y axis with plain integer n labels (4, 8, 16, ...). With ``n_values`` (the grid of n
+    tried), the axis spans the whole grid plus half an octave either side, so a line at the
+    smallest or largest n sits inside the axes, never on their edge."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
     ax.set_yscale("log", base=2)
     lo, hi = ax.get_ylim()
-    ticks = [2.0**k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)]
+    if n_values:
+        lo, hi = float(min(n_values)) / 2**0.5, float(max(n_values)) * 2**0.5
+        d_lo, d_hi = ax.dataLim.intervaly
+        if np.isfinite(d_lo) and d_lo > 0:
+            lo = min(lo, d_lo / 2**0.5)
+        if np.isfinite(d_hi) and d_hi > 0:
+            hi = max(hi, d_hi * 2**0.5)
+    ticks = [2.0**k for k in range(int(np.ceil(np.log2(lo))), int(np.floor(np.log2(hi))) + 1)] or [
+        2.0 ** round(np.log2(np.sqrt(lo * hi)))]
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.set_yticklabels([f"{t:g}" for t in ticks])
@@ -122,9 +133,16 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
 
 
 def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
+    """Write :func:`n_star_figure` to ``path``."""
+    return save(n_star_figure(result), path)
+
+
+def n_star_figure(result: dict[str, Any]) -> Figure:
     """n*(C) as steps, the tie band (n_tol to n_tie_hi), the fitted sigmoid, the bootstrap band and
-    n_sat, on log-log axes; budgets without learning are greyed."""
+    n_sat, on log-log axes spanning the grid of n; budgets without learning are greyed. An n_sat
+    interval that spans the whole grid carries no information: it is named in the legend, not drawn."""
     b, n_star = np.asarray(result["budgets"]), np.asarray(result["n_star"], dtype=float)
+    grid = [int(n) for n in result.get("n_values") or []]
     fit = result["fit"]
     fig, (ax,) = figure(size=(8.6, 4.4))  # room for the legend beside the axes
     band = result.get("n_star_band")
@@ -141,17 +159,20 @@ def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:
         _draw_n_star_fit(ax, b, fit, color="C3")
         if fit.get("n_sat_ci"):
             lo, hi = fit["n_sat_ci"]
-            ax.axhspan(lo, hi, color="C3", alpha=0.1,
-                       label=f"n_sat {result.get('ci', [5, 95])[1] - result.get('ci', [5, 95])[0]:g}% interval "
-                             f"({lo:.0f}-{hi:.0f})")
+            width = f"{result.get('ci', [5, 95])[1] - result.get('ci', [5, 95])[0]:g}%"
+            if spans_grid((lo, hi), grid):
+                ax.plot([], [], ls="none", label=f"n_sat {width} interval ({lo:.0f}-{hi:.0f}) spans the\n"
+                                                 "whole grid: no information, not drawn")
+            else:
+                ax.axhspan(lo, hi, color="C3", alpha=0.1, label=f"n_sat {width} interval ({lo:.0f}-{hi:.0f})")
     ax.set_xscale("log")
-    _log2_n_axis(ax)
+    _log2_n_axis(ax, grid)
     ax.set_xlabel(f"compute C ({result.get('x', 'rollouts')})")
     ax.set_ylabel("compute-optimal n*")
     ax.set_title(f"n*(C), {result['metric']}")
     # the legend beside the axes, never over the curves
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small")
-    return save(fig, path)
+    return fig
 
 
 def _shade_not_learning(ax: Axes, result: dict[str, Any]) -> None:
@@ -182,32 +203,55 @@ def _draw_n_star_fit(
     ax.axhline(fit["n_sat"], color=color, ls=":", lw=1.2, label=f"{label}n_sat = {fit['n_sat']:.0f}")
 
 
+SPLIT_STYLES = ((5.0, "-", 0.45), (3.0, "-", 0.9), (1.5, (0, (4, 2)), 1.0), (1.0, ":", 1.0))
+"""(width, dash, alpha) of the n*(C) lines of the 1st, 2nd, ... metric: each later line is narrower
+and drawn on top, so where two metrics share n* both stay visible"""
+
+
 def plot_metric_split(split: dict[str, dict[str, Any]], path: str | Path) -> list[Path]:
-    """n*(C) of each metric (e.g. best@k: coverage, worst@k: sharpening) on shared axes."""
+    """Write :func:`metric_split_figure` to ``path``."""
+    return save(metric_split_figure(split), path)
+
+
+def metric_split_figure(split: dict[str, dict[str, Any]]) -> Figure:
+    """n*(C) of each metric (e.g. avg@k, best@k: coverage, worst@k: sharpening) on shared axes.
+
+    Lines are drawn in the order given, each narrower than the one before and above it
+    (``SPLIT_STYLES``), so equal n* of two metrics show as a line inside a line."""
     if not split:
         raise IsosimError("plot_metric_split needs at least one metric")
     fig, (ax,) = figure()
+    grid: set[int] = set()
     for i, (metric, res) in enumerate(split.items()):
         b = np.asarray(res["budgets"])
-        ax.step(b, res["n_star"], where="mid", color=f"C{i}", lw=2, label=f"{metric}: n*")
+        lw, dash, alpha = SPLIT_STYLES[min(i, len(SPLIT_STYLES) - 1)]
+        ax.step(b, res["n_star"], where="mid", color=f"C{i}", lw=lw, ls=dash, alpha=alpha, zorder=3 + i,
+                label=f"{metric}: n*")
         if res["fit"].get("n_sat") is not None:
             _draw_n_star_fit(ax, b, res["fit"], color=f"C{i}", label=f"{metric}: ")
+        grid.update(int(n) for n in res.get("n_values") or [])
     ax.set_xscale("log")
-    _log2_n_axis(ax)
+    _log2_n_axis(ax, sorted(grid))
     ax.set_xlabel("compute C (rollouts)")
     ax.set_ylabel("compute-optimal n*")
     ax.set_title("n*(C) per metric")
     ax.legend(loc="upper left", fontsize="small")
-    return save(fig, path)
+    return fig
 
 
 def plot_hist_evolution(
     df: pd.DataFrame, n_values: Sequence[int], budgets: Sequence[float], path: str | Path
 ) -> list[Path]:
+    """Write :func:`hist_figure` to ``path``."""
+    return save(hist_figure(df, n_values, budgets), path)
+
+
+def hist_figure(df: pd.DataFrame, n_values: Sequence[int], budgets: Sequence[float]) -> Figure:
     """Training pass@1 histograms of each n at matched compute, one panel per budget.
 
     Bars are the seed-mean share of training problems per pass@1 bin (from ``train_hist_*``),
-    side by side for each n: the interference diagnostic of PAPER finding 6.
+    side by side for each n: the interference diagnostic of PAPER finding 6. One title: a single
+    panel carries it; several panels share a figure title and name their budget each.
     """
     if not budgets:
         raise IsosimError("plot_hist_evolution needs at least one budget")
@@ -224,8 +268,13 @@ def plot_hist_evolution(
                    color=cmap(norm(np.log2(n))), label=f"n = {n}")
         ax.set_xlim(0, 1)
         ax.set_xlabel("training pass@1")
-        ax.set_title(f"after C = {float(budget):.3g} rollouts per run", fontsize="medium")
+        if len(budgets) > 1:
+            ax.set_title(f"after C = {short_budget(budget)} rollouts per run", fontsize="medium")
     axes[0].set_ylabel("share of training problems")
-    axes[0].legend()
-    fig.suptitle("training pass@1 of each n at equal compute", fontsize="medium")
-    return save(fig, path)
+    axes[0].legend(ncols=2 if len(n_values) > 4 else 1, fontsize="small")
+    if len(budgets) > 1:
+        fig.suptitle("training pass@1 of each n at equal compute", fontsize="medium")
+    else:
+        axes[0].set_title(f"training pass@1 of each n after C = {short_budget(budgets[0])} rollouts per run",
+                          fontsize="medium")
+    return fig

@@ -81,13 +81,49 @@ def load_records(path: str | Path) -> pd.DataFrame:
     return records.normalize(pd.concat(frames, ignore_index=True), source=str(path))
 
 
+def clean_records(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.DataFrame, list[str]]:
+    """The rows the analysis can use, and a line for each kind of row left out.
+
+    Rows whose ``metric`` is not a number (text such as ``abc``, or empty / nan) cannot be fitted
+    and are dropped. A run evaluated twice at one budget (same run and ``x``: a re-logged or resumed
+    evaluation) keeps its last row in table order, the latest evaluation, instead of a mean of both.
+    """
+    if metric not in df.columns:
+        return df, []
+    notes = []
+    raw = df[metric]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = ~np.isfinite(num.to_numpy(dtype=float))
+    if bad.any():
+        is_text = bad & raw.notna().to_numpy() & ~raw.map(lambda v: isinstance(v, (int, float, np.number))).to_numpy()
+        text = sorted({str(v) for v in raw[is_text]})[:3]
+        parts = []
+        if is_text.any():
+            parts.append(f"{int(is_text.sum())} not a number ({', '.join(repr(t) for t in text)})")
+        if (bad & ~is_text).any():
+            parts.append(f"{int((bad & ~is_text).sum())} empty, nan or infinite")
+        notes.append(f"left out {int(bad.sum())} of {len(df)} rows whose {metric} cannot be fitted: "
+                     + "; ".join(parts))
+        df = df[~bad]
+    if "run_id" in df.columns and x in df.columns and len(df):
+        dup = df.duplicated(["run_id", x], keep="last")
+        if dup.any():
+            runs = sorted(df.loc[dup, "run_id"].astype(str).unique())
+            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+            notes.append(f"{len(runs)} run(s) have several evaluations at one budget ({shown}): kept the last of "
+                         f"each ({int(dup.sum())} earlier row(s) left out), not their mean")
+            df = df[~dup]
+    return df, notes
+
+
 def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
                  seed: int = 0, figures: bool = True, tol: float | None = None) -> dict[str, Any]:
     """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.
 
     The result also holds ``split`` (n* per budget for best@k and worst@k, where those columns
     exist) and ``figures`` (paths written). ``tol`` is the tie tolerance (default
-    ``analysis.DEFAULT_TOL``, half a point of the metric).
+    ``analysis.DEFAULT_TOL``, half a point of the metric). Rows left out by :func:`clean_records`
+    are named in ``input_notes`` (printed by :func:`print_summary`).
     """
     from isosim.frontier import analysis
 
@@ -95,7 +131,12 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tol = analysis.DEFAULT_TOL if tol is None else tol
+    df = records.normalize(df, source="records")
+    df, input_notes = clean_records(df, metric)
+    if not len(df):
+        raise IsosimError(f"no row has a number in {metric!r}: " + "; ".join(input_notes))
     result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
+    result["input_notes"] = input_notes
     split_metrics = [m for m in ("val_best", "val_worst") if m in df.columns and df[m].notna().any()]
     split = {}
     if len(split_metrics) == 2 and df["n"].nunique() > 1:
@@ -112,12 +153,12 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
         written += [str(p) for p in plots.plot_frontier(df, result, out / "frontier")]
         written += [str(p) for p in plots.plot_n_star(result, out / "n_star")]
         if split:
-            written += [str(p) for p in plots.plot_metric_split(split, out / "metric_split")]
+            shown = {metric: result, **split} if metric not in split else split
+            written += [str(p) for p in plots.plot_metric_split(shown, out / "metric_split")]
         if all(c in df.columns for c in records.HIST_COLUMNS) and df["n"].nunique() > 1:
-            ns = sorted(df["n"].unique())
-            pair = [int(ns[0]), int(ns[-1])]
+            ns = [int(n) for n in sorted(df["n"].unique())]
             top = float(df.groupby("n")["rollouts"].max().min())
-            written += [str(p) for p in plots.plot_hist_evolution(df, pair, [top], out / "pass_hist")]
+            written += [str(p) for p in plots.plot_hist_evolution(df, ns, [top], out / "pass_hist")]
     result["figures"] = written
     analysis.write_frontier_json(result, out / "frontier.json")
     return result
@@ -158,6 +199,8 @@ def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, co
     from rich.table import Table
 
     console = console or Console()
+    for note in result.get("input_notes", []):
+        console.print("note: " + note, markup=False, highlight=False, style="yellow")
     table = Table(title=title)
     table.add_column("budget (rollouts)", justify="right")
     table.add_column("n*", justify="right")

@@ -19,6 +19,10 @@ the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 
 Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
 rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
+
+The simulated sweep stops at ``SIM_BUDGET_CAP`` rollouts (the paper's full budget): a budget above
+it reads ``n`` at the cap (every larger budget shares that one cached sweep) and says so, while
+``B_p`` and ``M`` are still chosen for the budget asked.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ MIN_STEPS = 100
 B_P_CHOICES = (256, 128, 64, 32)
 BASE_LR, B_REF = 1e-6, 1024
 NEAR_TIE = 0.005  # rewards closer than this (half a point of pass rate) count as a tie
+SIM_BUDGET_CAP = 1e7
+"""largest budget simulated (the paper's full sweep; a sweep to it takes about 25 s on one core)"""
 
 
 @dataclass
@@ -50,7 +56,9 @@ class Recommendation:
     kl: bool
     entropy: bool
     recipe: str
-    n_sat: float | None  # None when the simulated sweep shows no learning at any budget
+    n_sat: float | None
+    """the fitted saturation n, only where n*(C) has saturated by the budget (``saturated_by_budget``);
+    otherwise None and ``n_sat_reason`` says why"""
     n_sat_ci: list | None
     metric: str
     predicted: dict  # budgets, n_star, reward, n_tol, n_tie_hi, learning of the simulated frontier
@@ -83,6 +91,15 @@ class Recommendation:
     """the profile's dynamics calibration (preset, fitted settings, cheap runs) when it has one"""
     track_record: list = field(default_factory=list)
     """what uncalibrated (profile-only) predictions scored on real sweeps (studies/results/scoreboard.json)"""
+    n_sat_reason: str | None = None
+    """why ``n_sat`` is None (not saturated by the budget, or no learning simulated); None when it is given"""
+    fitted_upper_n: float | None = None
+    """the upper level of the sigmoid fitted to the simulated n*(C), whether or not it is a saturation
+    point (None without learning); ``isosim validate`` centres its runs on it"""
+    regret_reason: str | None = None
+    """why ``expected_regret`` is None (no learning simulated, or a single n simulated)"""
+    simulated_budget: float | None = None
+    """the budget the simulated sweep ran to: the budget asked, or ``SIM_BUDGET_CAP`` above it"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,12 +193,39 @@ def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple
                  f"the smallest that fits ({b_p}) keeps the most sequential updates")
 
 
+PRESIMULATED_PRESETS = ("easy", "hard", "very-easy", "extreme")
+PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
+"""the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
+them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
+past the cap is answered in seconds on a fresh install"""
+
+
+def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = None, b_max: int = 65536,
+               problems: int | None = None, quick: bool = False, seeds: int = 2) -> tuple[Any, dict[str, Any]]:
+    """The Q1 sweep plan ``recommend`` simulates for these settings (to the budget, at most
+    ``SIM_BUDGET_CAP``), and the preset's settings with the overrides applied."""
+    from isosim.sim.presets import get_preset
+    from isosim.sweeps import sweep
+
+    overrides: dict[str, Any] = {}
+    if profile is not None:
+        from isosim.sim.profiles import read_profile
+
+        read_profile(profile)
+        overrides["profile"] = str(Path(profile).resolve())
+    if problems is not None:
+        overrides["n_train"] = int(max(problems, 32))
+    settings = {**get_preset(preset), **overrides}
+    plan = sweep.plan_for_preset(preset, "q1", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
+                                 b_max=b_max, **overrides)
+    return plan, settings
+
+
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
               progress: bool = False) -> Recommendation:
     """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
     from isosim.frontier import analysis
-    from isosim.sim.presets import get_preset
     from isosim.sweeps import sweep
 
     if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
@@ -198,24 +242,28 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation "
                           f"(B_p {min(B_P_CHOICES)} x n 4 = {smallest_step})")
     name = preset or "easy"
-    overrides: dict[str, Any] = {}
-    if profile is not None:
-        from isosim.sim.profiles import read_profile
-
-        read_profile(profile)
-        overrides["profile"] = str(Path(profile).resolve())
-    if problems is not None:
-        overrides["n_train"] = int(max(problems, 32))
-    settings = {**get_preset(name), **overrides}
-    plan = sweep.plan_for_preset(name, "q1", quick=quick, seeds=seeds, budget_max=float(budget),
-                                 b_max=b_max, **overrides)
+    plan, settings = sweep_plan(budget, preset=name, profile=profile, b_max=b_max, problems=problems, quick=quick,
+                                seeds=seeds)
+    sim_budget = max(c.budget for c in plan.cells)
     store = cache_dir() / plan.plan_id
+    shipped = PRESIMULATED / plan.plan_id
+    if shipped.is_dir() and not (store / "manifest.json").exists():  # a preset's sweep to the cap, shipped
+        import shutil
+
+        shutil.copytree(shipped, store, dirs_exist_ok=True)
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
     df = sweep.run_sweep(plan, store, progress=progress, wait=True)
-    result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
+    if progress:
+        from rich.console import Console
+
+        with Console(stderr=True).status("fitting the frontier of the simulated sweep"):
+            result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
+    else:
+        result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
+    top = float(result["budgets"][-1])
     n, best_n, gap = smallest_near_optimal_n(result)
     sure = certainty(result, n, seeds)
-    reasons = {"n": (f"simulated compute-optimal n at C = {result['budgets'][-1]:.3g} rollouts is {best_n} "
+    reasons = {"n": (f"simulated compute-optimal n at {_read_at(budget, top, sim_budget)} is {best_n} "
                      f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
                      f"which leaves the most steps; " + _n_sat_text(result))}
     if n * min(B_P_CHOICES) > b_max:
@@ -239,23 +287,53 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                      f"for which the paper advises the {advised} recipe"
                      + (" (" + ADVICE[advised] + ")" if not mismatch else "")
                      + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else ""))
+    fit_upper = None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"])
+    saturated = saturated_by(result, top)
+    if fit_upper is None:
+        n_sat_reason = "no learning simulated: no simulated budget gains beyond the seed noise"
+    elif not saturated:
+        n_sat_reason = (f"not saturated by C = {top:.3g}: n* reached no plateau inside the simulated grid a decade "
+                        f"before it (the fitted upper level {fit_upper:.0f} is where the grid stops, not a "
+                        "saturation point)")
+    else:
+        n_sat_reason = None
     return Recommendation(
         budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
-        n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]),
-        n_sat_ci=result["fit"].get("n_sat_ci"), metric=metric,
+        n_sat=fit_upper if n_sat_reason is None else None,
+        n_sat_ci=result["fit"].get("n_sat_ci") if n_sat_reason is None else None, metric=metric,
         predicted={k: result[k] for k in ("budgets", "n_star", "reward", "n_tol", "n_tie_hi", "learning")},
         reasons=reasons, sweep_dir=str(store), hard_share=share, advised_recipe=advised, recipe_mismatch=mismatch,
         simulated_config=simulated, train_size=int(plan.base.get("n_train", settings.get("n_train", 0)) or 0) or None,
         train_size_source="given" if problems is not None else "preset default",
-        saturated_by_budget=saturated_by(result, float(result["budgets"][-1])), **sure,
+        saturated_by_budget=saturated, **sure,
         calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
+        n_sat_reason=n_sat_reason, fitted_upper_n=fit_upper, simulated_budget=sim_budget,
     )
+
+
+def _short(c: float) -> str:
+    from isosim.frontier.wording import short_budget
+
+    return short_budget(c)
+
+
+def _read_at(budget: float, top: float, sim_budget: float) -> str:
+    """Where n was read, against the budget asked: the same C, or the largest simulated budget
+    below it (a capped sweep, or runs whose whole steps stop short of C)."""
+    if sim_budget < budget:
+        return (f"C = {_short(top)} rollouts (not at the budget asked, C = {budget:.3g}: the simulated sweep stops "
+                f"at {_short(SIM_BUDGET_CAP)}, beyond which a sweep would take hours)")
+    if top < 0.95 * budget:
+        return (f"C = {top:.3g} rollouts (the largest simulated budget every n reaches in whole steps; "
+                f"the budget asked is {budget:.3g})")
+    return f"C = {budget:.3g} rollouts"
 
 
 def certainty(result: dict[str, Any], n: int, seeds: int) -> dict[str, Any]:
     """How sure the simulated answer is at the top budget: the bootstrap interval of n*, the
     expected regret of ``n`` (frontier minus its fitted reward) and the n it cannot tell from ``n``
-    (fitted rewards within 2 standard errors of a seed mean)."""
+    (fitted rewards within 2 standard errors of a seed mean). Without learning at the top budget, or
+    with a single n simulated to it, there is no regret to state: ``regret_reason`` says which."""
     from isosim.frontier.analysis import FitResult
 
     budget = float(result["budgets"][-1])
@@ -266,11 +344,22 @@ def certainty(result: dict[str, Any], n: int, seeds: int) -> dict[str, Any]:
     band = result.get("n_star_band")
     interval = None if not band else [float(band["lo"][-1]), float(band["hi"][-1])]
     se = float(result.get("noise") or 0.0) / math.sqrt(max(seeds, 1))
+    learning = result.get("learning")
+    if learning is not None and not learning[-1]:
+        return {"n_interval": None, "expected_regret": None, "noise_se": se, "indistinguishable": [],
+                "regret_reason": (f"no learning simulated by C = {budget:.3g} (no n gains beyond the seed noise), "
+                                  "so the choice of n has no simulated cost to measure")}
+    if len(rewards) < 2:
+        only = ", ".join(map(str, sorted(rewards))) or "none"
+        return {"n_interval": None, "expected_regret": None, "noise_se": se, "indistinguishable": [],
+                "regret_reason": f"only n = {only} was simulated to C = {budget:.3g}: nothing to compare it with"}
     if n not in rewards:
-        return {"n_interval": interval, "expected_regret": None, "noise_se": se, "indistinguishable": []}
+        return {"n_interval": interval, "expected_regret": None, "noise_se": se, "indistinguishable": [],
+                "regret_reason": f"n = {n} was not simulated to C = {budget:.3g}"}
     regret = max(rewards.values()) - rewards[n]
     close = sorted(k for k, r in rewards.items() if k != n and abs(r - rewards[n]) <= 2 * se)
-    return {"n_interval": interval, "expected_regret": float(regret), "noise_se": se, "indistinguishable": close}
+    return {"n_interval": interval, "expected_regret": float(regret), "noise_se": se, "indistinguishable": close,
+            "regret_reason": None}
 
 
 def _calibration(profile: str | None) -> dict[str, Any] | None:
@@ -317,11 +406,14 @@ def track_record(path: Path = SCOREBOARD) -> list[dict[str, Any]]:
 def certainty_lines(r: Recommendation) -> list[str]:
     """What the recommendation rests on and how sure it is, as lines for the terminal."""
     lines = [f"training-set size simulated: {r.train_size} ({r.train_size_source})"]
+    if r.simulated_budget is not None and r.simulated_budget < r.budget:
+        lines.append(f"simulated to {_short(r.simulated_budget)} rollouts, not to C = {r.budget:.3g}: the simulated "
+                     f"sweep stops at {_short(SIM_BUDGET_CAP)} (a sweep to C would take hours); n is read there"
+                     + (", where n*(C) has saturated, so it holds beyond" if r.saturated_by_budget else
+                        ", where n*(C) has not saturated: at C a larger n may do better, which the simulation "
+                        "cannot say"))
     if r.n_sat is None:
-        lines.append("predicted n_sat: none (no learning simulated)")
-    elif not r.saturated_by_budget:
-        lines.append(f"predicted n_sat: not saturated by C = {r.budget:.3g} (n* reached no plateau inside the "
-                     f"simulated grid a decade before C; its fitted upper level {r.n_sat:.0f} is not a saturation point)")
+        lines.append(f"predicted n_sat: none ({r.n_sat_reason})")
     else:
         ci = f" ({r.n_sat_ci[0]:.0f}-{r.n_sat_ci[1]:.0f})" if r.n_sat_ci else ""
         lines.append(f"predicted n_sat = {r.n_sat:.0f}{ci}")
@@ -330,6 +422,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
     if r.expected_regret is not None:
         lines.append(f"expected regret of n = {r.n}: {r.expected_regret:.4f} {r.metric} below the simulated "
                      f"frontier (seed noise of a mean: {r.noise_se:.4f})")
+    elif r.regret_reason:
+        lines.append(f"expected regret: none to state ({r.regret_reason})")
     if r.indistinguishable:
         lines.append(f"cannot tell n = {r.n} from n = {', '.join(map(str, r.indistinguishable))} (simulated rewards "
                      f"within 2 x {r.noise_se:.4f}): any of them is as good by this prediction")

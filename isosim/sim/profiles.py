@@ -155,8 +155,10 @@ def get_profile(spec: str, *, zeros: str = "spread") -> Profile:
             if w < 0:
                 raise IsosimError(f"profile {spec!r}: weights must be non-negative")
             parts.append((w, get_profile(name)))
-        if sum(w for w, _ in parts) <= 0:
-            raise IsosimError(f"profile {spec!r}: weights sum to zero")
+        total = sum(w for w, _ in parts)
+        if abs(total - 1.0) > 1e-6:
+            raise IsosimError(f"profile {spec!r}: the weights of a mix are the shares of its problems and must "
+                              f"sum to 1 (they sum to {total:g}), e.g. 'hard:0.5,easy:0.5'")
         return Profile(spec, "mix", parts=tuple(parts))
     return _parametric(spec)
 

@@ -56,8 +56,9 @@ def n_max_for(budget: int, b_p: int, *, min_steps: int, b_max: int | None = None
 
 
 def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: int = MIN_STEPS,
-            n_min: int = 2, b_max: int | None = None) -> tuple[list[int], list[str]]:
+            n_min: int = 2, b_max: int | None = None, name: str = "n_sat") -> tuple[list[int], list[str]]:
     """Three group sizes around ``n_sat`` (``n_sat/factor``, ``n_sat``, ``factor*n_sat``, powers of two).
+    ``name`` is what the notes call the centre (``n*`` where the plan centres on the simulated n*).
 
     Each is clipped to ``[n_min, n_max]``, where ``n_max`` is the largest power of two that still
     leaves ``min_steps`` updates (``budget // (b_p * n) >= min_steps``) and keeps the batch
@@ -74,7 +75,7 @@ def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: 
     centre = pow2(n_sat)
     wanted = [max(1, centre // factor), centre, centre * factor]
     notes, ns = [], []
-    for label, n in zip((f"n_sat/{factor}", "n_sat", f"{factor}*n_sat"), wanted):
+    for label, n in zip((f"{name}/{factor}", name, f"{factor}*{name}"), wanted):
         c = min(max(n, n_min), n_max)
         if c != n:
             why = (f"so each run gets >= {min_steps} steps and B_p * n <= B_max at B_p = {b_p}" if c < n
@@ -89,7 +90,8 @@ def plan_ns(n_sat: float, budget: int, b_p: int, *, factor: int = 4, min_steps: 
         notes.append(f"added n = {add} (clipping left fewer than three distinct n)")
         ns.append(add)
     if max(ns) <= pow2(n_sat):
-        notes.append(f"no planned n lies above the predicted saturation ({pow2(n_sat)}): the plan cannot see "
+        what = "the predicted saturation" if name == "n_sat" else f"the plan's centre {name}"
+        notes.append(f"no planned n lies above {what} ({pow2(n_sat)}): the plan cannot see "
                      "saturation; raise --budget or --b-max, or lower --min-steps")
     return sorted(ns), notes
 

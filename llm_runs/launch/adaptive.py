@@ -82,6 +82,20 @@ def settings_for(plan: ValidationPlan, predicted_n: int | None, policy: str = "a
                        eval_samples=samples)
 
 
+def describe_search(plan: ValidationPlan, policy: str = "adaptive") -> list[str]:
+    """Lines that say what the search will do with the plan's runs (``--dry-run`` prints them)."""
+    s = settings_for(plan, plan.predicted.get("n_star"), policy)
+    c = s.budget
+    rungs = ", ".join(f"C/{c / r:.0f}" if c / r == round(c / r) else f"{r:.0f}" for r in s.rungs())
+    if policy == "lines":
+        return [f"search (lines): every n of {list(s.grid)} runs to C/4; the two whose local lines carried to "
+                f"C = {c:.0f} are best continue to C/2; the better evaluation there wins and is continued to C"]
+    return [f"search (adaptive): starts n = {list(s.start)} (the predicted n* and two octaves either side) of the "
+            f"grid {list(s.grid)}; at each rung ({rungs} rollouts) it stops the runs that cannot catch the leader "
+            f"by C = {c:.0f}, may start the next untried n, and continues the one it chooses (the last run left, "
+            "or the best at the last rung) to C; no other run goes to C"]
+
+
 class Launcher:
     """Advances runs to pause points: one after another (local) or as one batch of jobs (slurm)."""
 

@@ -85,6 +85,8 @@ def predict(budget: float, *, preset: str | None = None, profile: str | None = N
             metric: str = "val_avg", quick: bool = False, b_max: int | None = None) -> dict[str, Any]:
     """The simulator's answer for this budget (``isosim.predict.recommend``), as a JSON-ready dict.
 
+    ``n_sat`` is the fitted upper level of the simulated n*(C), the plan's centre, whether or not
+    it saturated by the budget (``saturated_by_budget``; ``n_sat_ci`` only when it did).
     ``recipe`` is the recipe the prediction was simulated with (``simulated_config`` holds its
     SimConfig fields): the recipe the runs are launched with. ``advised_recipe`` is the paper's
     advice for the measured share of hard problems; ``recipe_mismatch`` flags a difference.
@@ -97,7 +99,7 @@ def predict(budget: float, *, preset: str | None = None, profile: str | None = N
     return {
         "source": f"profile {profile}" if profile else f"preset {preset or 'easy'}",
         "budget": float(budget), "n_star": int(r.predicted["n_star"][-1]), "n_recommended": int(r.n),
-        "n_sat": None if r.n_sat is None else float(r.n_sat), "n_sat_ci": r.n_sat_ci,
+        "n_sat": r.fitted_upper_n, "n_sat_ci": r.n_sat_ci, "n_sat_reason": r.n_sat_reason,
         "n_tol": int(r.predicted["n_tol"][-1]), "n_tie_hi": int(r.predicted["n_tie_hi"][-1]),
         "learning": bool(r.predicted["learning"][-1]), "b_p": int(r.b_p), "m": int(r.m), "recipe": r.recipe,
         "advised_recipe": r.advised_recipe, "recipe_mismatch": r.recipe_mismatch, "hard_share": r.hard_share,
@@ -172,13 +174,15 @@ def recipe_of(cfg: RunConfig) -> str:
 
 def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], settings: dict[str, Any], out: str,
               b_p: int | None = None, n_list: list[int] | None = None, seeds: int = 1, min_steps: int = MIN_STEPS,
-              b_max: int | None = None, request: dict[str, Any] | None = None) -> ValidationPlan:
+              b_max: int | None = None, request: dict[str, Any] | None = None,
+              n_source: str = "n given by --n") -> ValidationPlan:
     """Turn a prediction into runs: n around n_sat (or ``n_list``), one B_p, full run configs.
 
     Every run gets at least ``min_steps`` updates and a batch ``B_p * n`` within ``b_max``
     (default: the prediction's, the paper's B_max for the set). Without ``b_p`` the recommended
     B_p is halved as needed (``plan_b_p``). The runs train with the recipe the prediction was
     simulated with unless the settings say otherwise; a difference is flagged in the notes.
+    ``n_source`` is the note that says where a given ``n_list`` comes from.
     """
     if seeds < 1:
         raise IsosimError("seeds must be >= 1")
@@ -188,8 +192,9 @@ def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], 
     if b_max < 2:
         raise IsosimError(f"B_max must be >= 2, got {b_max}")
     notes: list[str] = []
-    centre = predicted.get("n_sat")
+    centre, centre_name = predicted.get("n_sat"), "n_sat"
     if centre is None:
+        centre_name = "n*"
         centre = predicted.get("n_tol") or predicted["n_star"]
         notes.append(f"the simulation shows no learning beyond noise at this budget: no n_sat, the plan centres "
                      f"on the simulated n* = {centre}; the runs will likely not rank the allocations "
@@ -199,7 +204,7 @@ def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], 
     if b_p < 1:
         raise IsosimError(f"B_p must be >= 1, got {b_p}")
     if n_list:
-        ns, notes = sorted(set(int(n) for n in n_list)), notes + ["n given by --n"]
+        ns, notes = sorted(set(int(n) for n in n_list)), notes + [n_source]
         for n in ns:
             if n < 2:
                 raise IsosimError(f"--n {n}: GRPO needs n >= 2 (a group of one has zero advantage)")
@@ -214,7 +219,7 @@ def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], 
         if not given_b_p:
             b_p, more = plan_b_p(centre, budget, b_p, min_steps=min_steps, b_max=b_max)
             notes += more
-        ns, more = plan_ns(centre, budget, b_p, min_steps=min_steps, b_max=b_max)
+        ns, more = plan_ns(centre, budget, b_p, min_steps=min_steps, b_max=b_max, name=centre_name)
         notes += more
     settings = dict(settings)
     user_recipe = {k: settings[k] for k in ("recipe", "kl_coef", "entropy_coef") if k in settings}
@@ -328,8 +333,11 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
 # --------------------------------------------------------------------------------------------
 # printing the plan
 # --------------------------------------------------------------------------------------------
-def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = None) -> list[str]:
-    """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them)."""
+def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = None,
+             search: str | None = None) -> list[str]:
+    """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them).
+    ``search`` (``adaptive`` or ``lines``): an ``--adaptive`` search runs the plan, which these
+    lines describe (each run's command is then its full form; the search pauses runs at rungs)."""
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
              + (f"n_sat not saturated by C (fitted upper level {fmt_num(pred.get('n_sat'), '.1f')})"
@@ -339,12 +347,17 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
              f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"
              + (f" (limits: B_p * n <= {plan.b_max}, >= {plan.min_steps} steps)" if plan.b_max else "")]
     lines += [f"  note: {n}" for n in plan.notes]
+    if search is not None:
+        from llm_runs.launch.adaptive import describe_search
+
+        lines += describe_search(plan, search)
     for r in plan.runs:
         prog = run_progress(r)
         state = "finished" if prog["finished"] else (f"at step {prog['step']}" if prog["step"] else "not started")
         lines.append(f"  {r.name}: n={r.n} B_p={r.b_p} M={r.steps} lr={r.lr:.3g} [{state}]  {r.dir}")
     if launcher == "local":
-        lines.append("commands (run one after another):")
+        lines.append("commands (each run's full form; the search launches them a rung at a time, adding "
+                     "--pause-at-rollouts):" if search is not None else "commands (run one after another):")
         lines += ["  " + shlex.join(local_command(r)) for r in plan.runs]
     else:
         spec = slurm_job_specs(plan, opts or SlurmOptions())
