@@ -116,3 +116,65 @@ def test_uniform_ids_and_columns_are_unchanged():
 def test_bad_allocation_settings_raise_one_clear_error(kwargs, match):
     with pytest.raises(IsosimError, match=match):
         SimConfig(**kwargs)
+
+
+# ----------------------------------------------------------------------------------------
+# isosim.predict.allocation: the comparison against uniform and the advice
+# ----------------------------------------------------------------------------------------
+from isosim.predict import allocation as A  # noqa: E402
+
+
+def test_crossing_reads_uniform_curve_in_log_compute():
+    c = np.array([0.0, 10.0, 100.0, 1000.0])
+    r = np.array([0.1, 0.2, 0.4, 0.5])
+    assert A.crossing(c, r, 0.3) == pytest.approx(10 ** 1.5)
+    assert A.crossing(c, r, 0.2) == 10.0
+    assert A.crossing(c, r, 0.6) is None
+
+
+def test_comparison_is_paired_and_reads_ratios_off_uniform():
+    base = dict(SMALL, profile="hard:0.5,easy:0.5", optimizer="adam", lr=0.05)
+    summary = A.compare(base, [4, 8], 4000, seeds=(0, 1, 2), rules=("knapsack",), extend=3.0)
+    r, u = summary["rules"]["knapsack"], summary["rules"]["uniform"]
+    assert summary["n_values"] == [4, 8] and summary["seeds"] == 3
+    assert u["gain"] == 0.0 and u["se"] == 0.0
+    for n in ("4", "8"):
+        p = r["per_n"][n]
+        assert p["gain"] == pytest.approx(p["reward"] - p["uniform"])
+        assert p["ratio"] is None or 0 < p["ratio"] <= 3.0
+    assert r["n_star"] in (4, 8)
+    line = A.verdict(summary)
+    assert "knapsack" in line and "C = 4e+03" in line
+
+
+def test_ratio_text_and_verdict_rules():
+    assert A.ratio_text(None, 4.0) == "> 4x" and A.ratio_text(2.5, 4.0) == "2.50x"
+    assert A.ratio_text(0.2, 4.0, significant=False) == "~1x (n.s.)"
+    mk = lambda g, se: {"budget": 1e5, "extend": 4.0, "metric": "val_avg",  # noqa: E731
+                        "rules": {"uniform": {"gain": 0.0}, "band": {"gain": g, "se": se, "ratio": 2.0, "n_star": 8,
+                                                                      "significant": abs(g) > 2 * se}}}
+    assert "is predicted to pay" in A.verdict(mk(0.03, 0.005))
+    assert "not predicted to pay" in A.verdict(mk(0.03, 0.02))  # within noise
+    assert "not predicted to pay" in A.verdict(mk(0.002, 0.0001))  # significant but below half a point
+
+
+def test_advice_reads_the_committed_study_for_presets_and_prints_the_organism_record(tmp_path):
+    summary = {"budget": 2e5, "extend": 4.0, "metric": "val_avg",
+               "rules": {"uniform": {"gain": 0.0, "se": 0.0, "ratio": 1.0, "n_star": 8},
+                         "knapsack": {"gain": 0.05, "se": 0.01, "ratio": None, "n_star": 16, "significant": True}}}
+    study = tmp_path / "allocation.json"
+    study.write_text(__import__("json").dumps({"settings": {"easy/128": summary}}))
+    a = A.advice({}, 8, 1e6, preset="easy", train_size=128, study=study,
+                 simulate=lambda cfgs: pytest.fail("a committed setting is not simulated"))
+    assert "committed study" in a["source"] and "knapsack" in a["verdict"]
+    org = tmp_path / "org"
+    org.mkdir()
+    (org / "prediction.json").write_text(__import__("json").dumps(
+        {"settings": {"easy-n4": {"predicted": {"rule": "band", "gain": 0.004, "se": 0.001, "ratio": 2.0}}}}))
+    lines = A.advice_lines(a, A.organism_record(org))
+    assert any("> 4x" in x for x in lines) and any("easy-n4" in x and "not measured yet" in x for x in lines)
+    (org / "measured.json").write_text(__import__("json").dumps(
+        {"settings": {"easy-n4": {"measured": {"rule": "band", "gain": 0.01, "se": 0.004, "ratio": 1.5}}}}))
+    lines = A.advice_lines(a, A.organism_record(org))
+    assert any("measured +0.0100 (se 0.0040), ratio 1.50x" in x for x in lines)
+    assert "none yet" in A.advice_lines(a, {})[-1]
