@@ -189,7 +189,8 @@ def verdict(summary: dict[str, Any]) -> str:
     if pays:
         return (f"per-problem allocation is predicted to pay: {name} (n* {r['n_star']}) gains {gain} at "
                 f"C = {summary['budget']:.3g}; uniform needs {ratio} the compute to match it")
-    return (f"per-problem allocation is not predicted to pay: the best rule, {name} (n* {r['n_star']}), "
+    best = "the best rule" if r["gain"] > 0 else "no rule beats uniform; the closest"
+    return (f"per-problem allocation is not predicted to pay: {best}, {name} (n* {r['n_star']}), "
             f"gains {gain} at C = {summary['budget']:.3g} (compute-equivalence {ratio})")
 
 
@@ -271,8 +272,8 @@ def advice_lines(a: dict[str, Any] | None, record: dict[str, Any] | None = None)
     lines = [f"per-problem allocation ({a['source']}): {a['verdict']}"]
     for rule, r in s["rules"].items():
         if rule != "uniform":
-            lines.append(f"  {rule:9s} gain {r['gain']:+.4f} (se {(r['se'] or 0.0):.4f}), uniform needs "
-                         f"{ratio_text(r['ratio'], s['extend'], r.get('significant', True))} the compute")
+            lines.append(f"  {rule:9s} gain {r['gain']:+.4f} (se {(r['se'] or 0.0):.4f}), compute-equivalence "
+                         f"{ratio_text(r['ratio'], s['extend'], r.get('significant', True))}")
     # ---- the organism track record (studies/results/organism_allocation) ------------------
     record = organism_record() if record is None else record
     if not record:

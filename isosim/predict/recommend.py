@@ -83,6 +83,9 @@ class Recommendation:
     """the profile's dynamics calibration (preset, fitted settings, cheap runs) when it has one"""
     track_record: list = field(default_factory=list)
     """what uncalibrated (profile-only) predictions scored on real sweeps (studies/results/scoreboard.json)"""
+    allocation: dict = field(default_factory=dict)
+    """whether per-problem allocation is predicted to pay here (:func:`isosim.predict.allocation.advice`;
+    empty when not asked)"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,8 +181,10 @@ def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple
 
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
-              progress: bool = False) -> Recommendation:
-    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
+              progress: bool = False, allocation: bool = True) -> Recommendation:
+    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation; with
+    ``allocation``, also whether a per-problem allocation rule is predicted to pay (at the
+    recommended n and B_p: :func:`isosim.predict.allocation.advice`)."""
     from isosim.frontier import analysis
     from isosim.sim.presets import get_preset
     from isosim.sweeps import sweep
@@ -239,6 +244,13 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                      f"for which the paper advises the {advised} recipe"
                      + (" (" + ADVICE[advised] + ")" if not mismatch else "")
                      + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else ""))
+    alloc = {}
+    if allocation:
+        from isosim.predict import allocation as A
+
+        size = int(plan.base.get("n_train", settings.get("n_train")))
+        alloc = A.advice({**simulated, "b_p": min(b_p, size), "n_train": size}, n, float(budget),
+                         preset=name if profile is None else None, train_size=size, cache=cache_dir())
     return Recommendation(
         budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
         n_sat=None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"]),
@@ -249,6 +261,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         train_size_source="given" if problems is not None else "preset default",
         saturated_by_budget=saturated_by(result, float(result["budgets"][-1])), **sure,
         calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
+        allocation=alloc,
     )
 
 
@@ -346,5 +359,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
                          f"(best measured: {t['n_best']}): regret {t['regret']:.4f} (seed noise {t['noise']:.4f})")
         if not r.track_record:
             lines.append("  (no scoreboard of real sweeps found: studies/results/scoreboard.json)")
+    from isosim.predict.allocation import advice_lines
+
+    lines.extend(advice_lines(r.allocation))
     lines.append(f"simulated sweep in {r.sweep_dir}")
     return lines
