@@ -201,16 +201,21 @@ def _bounds(total: int, size: int, n_min: int, n_max: int | None) -> tuple[int, 
 
 def _top_units(gain: np.ndarray, units: int, rng) -> np.ndarray:
     """Per row of ``gain`` [B, C] (each row non-increasing), how many of the ``units`` largest
-    entries overall fall in it; equal gains go to the row with fewer units first, then by tie rank."""
+    entries overall fall in it; equal gains go to the row with fewer units first, then by tie rank.
+    (Every entry above the ``units``-th largest value is taken; the ties at that value in that
+    order.)"""
     B, C = gain.shape
     if units <= 0:
         return np.zeros(B, dtype=np.int64)
     rank = _order(B, rng)
-    flat_gain = gain.reshape(-1)
-    col = np.tile(np.arange(C), B)
-    row_rank = np.repeat(rank, C)
-    take = np.lexsort((row_rank, col, -flat_gain))[:units]
-    return np.bincount(take // C, minlength=B).astype(np.int64)
+    thr = np.partition(gain.reshape(-1), gain.size - units)[gain.size - units]  # the units-th largest
+    counts = (gain > thr).sum(1).astype(np.int64)
+    rest = units - int(counts.sum())
+    if rest > 0:
+        rows, cols = np.nonzero(gain == thr)
+        take = np.lexsort((rank[rows], cols))[:rest]
+        counts += np.bincount(rows[take], minlength=B)
+    return counts
 
 
 def _proportional(weights: np.ndarray, total: int, n_min: int, n_max: int, rng) -> np.ndarray:
