@@ -2,7 +2,7 @@
 # # Per-problem allocation against a uniform n, at equal compute
 # Every rule of `isosim.sim.allocation` (filter, variance, knapsack, band) against uniform on the
 # presets easy, hard, extreme and the 50/50 mix of hard and easy (the presets' own recipes), at
-# two training-set sizes (128 and 512 problems), over n = 4..64 at B_p = 32, several seeds. The
+# two training-set sizes (128 and 512 problems), over n = 4..128 at B_p = 32, several seeds. The
 # rules spend the same rollouts per step as uniform and see only each problem's sampled history
 # (`PassRateEstimator`), never the simulator's pass rates. Per rule and setting
 # (`isosim.predict.allocation`):
@@ -36,7 +36,7 @@ started = time.time()
 quick, _, fig_dir, out = setup("allocation", "per-problem allocation rules against uniform at equal compute")
 PRESETS = ["easy", "hard", "extreme", "hard:0.5,easy:0.5"]
 SIZES = [128] if quick else [128, 512]
-N_VALUES = [4, 16] if quick else [4, 8, 16, 32, 64]
+N_VALUES = [4, 16] if quick else [4, 8, 16, 32, 64, 128]
 SEEDS = [0, 1] if quick else [0, 1, 2]
 BUDGET = 5e4 if quick else 2e5
 N_VAL = 128 if quick else 256
