@@ -183,7 +183,7 @@ def verdict(summary: dict[str, Any]) -> str:
     """One line: whether the best rule is predicted to pay, by how much, and how sure."""
     name, r = best_rule(summary)
     se = r["se"] or 0.0
-    pays = r["gain"] > PAYS_SE * se and r["gain"] > PAYS_MIN
+    pays = _pays(r["gain"], se)
     gain = f"{r['gain']:+.4f} {summary['metric']} (se {se:.4f})"
     ratio = ratio_text(r["ratio"], summary["extend"], r.get("significant", True))
     if pays:
@@ -269,7 +269,7 @@ def advice_lines(a: dict[str, Any] | None, record: dict[str, Any] | None = None)
     if not a:
         return []
     s = a["summary"]
-    lines = [f"per-problem allocation ({a['source']}): {a['verdict']}"]
+    lines = [f"allocation rules ({a['source']}): {a['verdict']}"]
     for rule, r in s["rules"].items():
         if rule != "uniform":
             lines.append(f"  {rule:9s} gain {r['gain']:+.4f} (se {(r['se'] or 0.0):.4f}), compute-equivalence "
@@ -280,8 +280,10 @@ def advice_lines(a: dict[str, Any] | None, record: dict[str, Any] | None = None)
         lines.append("  organism track record: none yet (studies/results/organism_allocation)")
     for key, v in record.items():
         p, m = v.get("prediction", {}), v.get("measured")
+        pays = _pays(p.get("gain"), p.get("se"))
         txt = (f"  organism {key}: predicted {p.get('rule')} {_num(p.get('gain'))} (se {_num(p.get('se'), 4, '')}), "
-               f"ratio {ratio_text(p.get('ratio'), EXTEND, p.get('significant', True))}")
+               f"ratio {ratio_text(p.get('ratio'), EXTEND, p.get('significant', True))}"
+               + ("" if pays is None else (", pays" if pays else ", does not pay")))
         if m:
             txt += (f"; measured {_num(m.get('gain'))} (se {_num(m.get('se'), 4, '')}), ratio "
                     + (f"{m['ratio']:.2f}x" if isinstance(m.get("ratio"), (int, float)) else str(m.get("ratio"))))
@@ -289,6 +291,13 @@ def advice_lines(a: dict[str, Any] | None, record: dict[str, Any] | None = None)
             txt += "; not measured yet"
         lines.append(txt)
     return lines
+
+
+def _pays(gain, se) -> bool | None:
+    """:func:`verdict`'s rule on a gain and its se (None when either is missing)."""
+    if not isinstance(gain, (int, float)) or not isinstance(se, (int, float)):
+        return None
+    return bool(gain > PAYS_SE * se and gain > PAYS_MIN)
 
 
 def _num(x, digits: int = 4, sign: str = "+") -> str:
