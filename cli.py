@@ -96,6 +96,8 @@ def explore(
     if plan is not None:
         if not plan.is_file():
             raise IsosimError(f"{plan}: no such plan file")
+        if allocation != "uniform":
+            raise IsosimError("--allocation does not apply with --plan (the plan fixes its runs' settings)")
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         if budget_max is not None and budget_max <= 0:

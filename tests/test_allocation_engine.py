@@ -178,3 +178,17 @@ def test_advice_reads_the_committed_study_for_presets_and_prints_the_organism_re
     lines = A.advice_lines(a, A.organism_record(org))
     assert any("measured +0.0100 (se 0.0040), ratio 1.50x" in x for x in lines)
     assert "none yet" in A.advice_lines(a, {})[-1]
+
+
+def test_explore_allocation_option(tmp_path):
+    from typer.testing import CliRunner
+
+    import cli
+
+    # (cli.main turns an IsosimError into one line and exit 2)
+    bad = CliRunner().invoke(cli.app, ["explore", "--allocation", "greedy", "--quick", "--out", str(tmp_path / "a")])
+    assert isinstance(bad.exception, IsosimError) and "unknown allocation rule 'greedy'" in str(bad.exception)
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    both = CliRunner().invoke(cli.app, ["explore", "--plan", str(plan), "--allocation", "band", "--out", str(tmp_path / "b")])
+    assert isinstance(both.exception, IsosimError) and "does not apply with --plan" in str(both.exception)
