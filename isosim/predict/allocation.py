@@ -34,6 +34,8 @@ EXTEND = 4.0
 """how far past the top budget uniform runs, in multiples of it (the largest ratio measured)"""
 PAYS_SE = 2.0
 """a gain is told from zero when it exceeds this many standard errors"""
+TOLD_MIN = 0.001
+"""smallest reward difference counted as a difference at all (a tenth of a point of pass rate)"""
 PAYS_MIN = 0.005
 """... and a rule is predicted to pay when its frontier gain also exceeds this (half a point of
 pass rate, what ``isosim recommend`` counts as a tie)"""
@@ -146,9 +148,10 @@ def _se(d: np.ndarray) -> float | None:
 
 
 def _significant(d: np.ndarray) -> bool:
-    """Whether the paired differences ``d`` tell the rule from uniform (beyond ``PAYS_SE`` se)."""
+    """Whether the paired differences ``d`` tell the rule from uniform: beyond ``PAYS_SE`` se
+    and beyond ``TOLD_MIN`` (runs that learn nothing differ by less, however steadily)."""
     se = _se(d)
-    return bool(se is not None and abs(d.mean()) > PAYS_SE * se)
+    return bool(se is not None and abs(d.mean()) > max(PAYS_SE * se, TOLD_MIN))
 
 
 def compare(base: dict[str, Any], n_values: Sequence[int], budget: float, seeds: Sequence[int] = (0, 1, 2, 3),
