@@ -111,6 +111,7 @@ def explore(
     profile: Optional[Path] = typer.Option(None, help="measured difficulty profile JSON (from isosim calibrate); overrides the preset's profile"),
     policy: Optional[str] = typer.Option(None, help="linear (default), tabular or mlp"),
     question: str = typer.Option("q1", help="q1: fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
+    allocation: str = typer.Option("uniform", help="per-problem rollout rule at the same rollouts per step: uniform, filter, variance, knapsack or band"),
     seeds: int = typer.Option(3, min=1, help="how many seeds per cell"),
     seed: int = typer.Option(0, help="base seed (seeds seed .. seed+seeds-1)"),
     budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
@@ -130,6 +131,8 @@ def explore(
     if plan is not None:
         if not plan.is_file():
             raise IsosimError(f"{plan}: no such plan file")
+        if allocation != "uniform":
+            raise IsosimError("--allocation does not apply with --plan (the plan fixes its runs' settings)")
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         if budget_max is not None and budget_max <= 0:
@@ -142,6 +145,8 @@ def explore(
             overrides["profile"] = str(profile)
         if policy is not None:
             overrides["policy"] = policy
+        if allocation != "uniform":
+            overrides["allocation"] = allocation
         the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
                                          budget_max=budget_max, **overrides)
     _check_run_lengths(the_plan)

@@ -100,6 +100,9 @@ class Recommendation:
     """why ``expected_regret`` is None (no learning simulated, or a single n simulated)"""
     simulated_budget: float | None = None
     """the budget the simulated sweep ran to: the budget asked, or ``SIM_BUDGET_CAP`` above it"""
+    allocation: dict = field(default_factory=dict)
+    """whether per-problem allocation is predicted to pay here (:func:`isosim.predict.allocation.advice`;
+    empty when not asked)"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -223,8 +226,10 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
 
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
-              progress: bool = False) -> Recommendation:
-    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation."""
+              progress: bool = False, allocation: bool = True) -> Recommendation:
+    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation; with
+    ``allocation``, also whether a per-problem allocation rule is predicted to pay (at the
+    recommended n and B_p: :func:`isosim.predict.allocation.advice`)."""
     from isosim.frontier import analysis
     from isosim.sweeps import sweep
 
@@ -297,6 +302,13 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                         "saturation point)")
     else:
         n_sat_reason = None
+    alloc = {}
+    if allocation:
+        from isosim.predict import allocation as A
+
+        size = int(plan.base.get("n_train", settings.get("n_train")))
+        alloc = A.advice({**simulated, "b_p": min(b_p, size), "n_train": size}, n, float(budget),
+                         preset=name if profile is None else None, train_size=size, cache=cache_dir())
     return Recommendation(
         budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
         n_sat=fit_upper if n_sat_reason is None else None,
@@ -308,6 +320,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         saturated_by_budget=saturated, **sure,
         calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
         n_sat_reason=n_sat_reason, fitted_upper_n=fit_upper, simulated_budget=sim_budget,
+        allocation=alloc,
     )
 
 
@@ -440,5 +453,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
                          f"(best measured: {t['n_best']}): regret {t['regret']:.4f} (seed noise {t['noise']:.4f})")
         if not r.track_record:
             lines.append("  (no scoreboard of real sweeps found: studies/results/scoreboard.json)")
+    from isosim.predict.allocation import advice_lines
+
+    lines.extend(advice_lines(r.allocation))
     lines.append(f"simulated sweep in {r.sweep_dir}")
     return lines
