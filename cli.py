@@ -159,7 +159,10 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
     typer.echo(f"pick n = {r['pick']}; tie band (expected regret within 2 se) {r['tie_band']}")
     for n, v in r["n"].items():
         typer.echo(f"  n = {n:>4}: expected regret {v['expected_regret']:.4f} +- {v['expected_regret_se']:.4f} "
-                   f"({v['steps_at_budget']:.0f} updates at C)")
+                   f"({v['steps_at_budget']:.0f} updates at C)"
+                   + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate"))
+    if r.get("units"):
+        typer.echo(f"units: {r['units']}")
 
 
 @app.command()

@@ -17,9 +17,11 @@ from typing import Any
 import pandas as pd
 
 from isosim.errors import IsosimError
-from isosim.predict import stepcurve
+from isosim.predict import sbi, stepcurve
 from isosim.validation.readings import HEADLINE, check_reading
 
+BANK = Path(__file__).resolve().parents[2] / "studies" / "results" / "sbi_bank.json"
+"""the bank of simulated sweeps the ``sbi`` readers learn from (``studies/scoring/sbi_bank.py``)"""
 DEFAULT_METHOD = "level"
 """the cheap runs' leader: on the plane's 84 replays (best reading, every n run to 5 % of C) mean
 regret .0074 at overhead .19, against .0076 at .20 for the ``steps`` reader (studies/LOG.md)"""
@@ -49,13 +51,13 @@ def cheap_curves(df: pd.DataFrame, metric: str = "val_avg") -> tuple[dict[int, d
 
 
 def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_METHOD, reading: str = HEADLINE,
-                        metric: str | None = None) -> dict[str, Any]:
+                        metric: str | None = None, bank: str | Path | None = None) -> dict[str, Any]:
     """The prediction JSON for the cheap runs at ``path`` and a budget in rollouts."""
     from isosim.integrations import default_metric, load_runs
 
     check_reading(reading)
-    if method not in stepcurve.METHODS:
-        raise IsosimError(f"--method must be one of {', '.join(stepcurve.METHODS)}, got {method!r}")
+    if method not in stepcurve.METHODS + tuple(sbi.BANDS):
+        raise IsosimError(f"--method must be one of {', '.join(stepcurve.METHODS + tuple(sbi.BANDS))}, got {method!r}")
     if not (budget and math.isfinite(budget) and budget > 0):
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
     df, what = load_runs(path)
@@ -68,7 +70,21 @@ def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_M
     cheap = max(r for runs in by_seed.values() for c in runs.values() for r, _ in c)
     if cheap >= budget:
         raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
-    out = stepcurve.predict(by_seed, b_p, budget, method, reading, samples)
+    read = None
+    if method in sbi.BANDS:  # the simulation-trained reader, for cheap parts of this share
+        rdr = sbi.reader(bank or BANK, cheap / budget)
+
+        def read(curves):
+            return rdr.read(curves, b_p, budget, sbi.BANDS[method], samples)
+    out = stepcurve.predict(by_seed, b_p, budget, method, reading, samples, read)
+    if read is not None:
+        out["units"] = "value: minus the expected regret as a share of the best n's gain from step 0"
+        k = len(out["seeds"])
+        for v in out["n"].values():  # n outside the cheap leader's band: the penalty that ranked them last is taken off
+            outside = round(v["expected_regret"] / sbi.OUT_OF_BAND * k)  # seeds where it was outside
+            v["in_cheap_band"] = outside == 0
+            v["expected_regret"] -= outside * sbi.OUT_OF_BAND / k
+            v["value"] += outside * sbi.OUT_OF_BAND / k
     out.update({"runs": str(path), "read": what, "metric": metric, "cheap_rollouts": float(cheap),
                 "cheap_share": float(cheap / budget),
                 "note": ("expected regret: the pick's predicted value at the budget minus each n's, in the "

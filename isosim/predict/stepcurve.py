@@ -28,7 +28,7 @@ and each n's expected regret with its seed standard error, in the reading asked 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -192,14 +192,16 @@ def pick(values: Mapping[int, float], rule: str = "max", z: float = 2.0, eval_sa
 
 
 def predict(by_seed: Mapping[int, Mapping[int, Curve]], b_p: int, budget: float, method: str,
-            reading: str = "best", eval_samples: int | None = None) -> dict[str, Any]:
+            reading: str = "best", eval_samples: int | None = None,
+            read: Callable[[Mapping[int, Curve]], dict[int, float]] | None = None) -> dict[str, Any]:
     """The pick from every seed's cheap runs (``by_seed[seed][n]``): each n's predicted value at
     ``budget``, seed-mean, its expected regret (best predicted mean minus its own) with its
     standard error (the seed spread of the difference, at least that of two evaluations'
-    sampling noise, :func:`eval_noise`, over the seeds), the tie band (expected regret within 2 se)."""
+    sampling noise, :func:`eval_noise`, over the seeds), the tie band (expected regret within 2 se).
+    ``read``: a reader of one seed's curves in place of ``method``'s (:mod:`isosim.predict.sbi`)."""
     if not by_seed:
         raise IsosimError("no cheap runs to read")
-    per_seed = {s: read_forward(c, b_p, budget, method, reading) for s, c in by_seed.items()}
+    per_seed = {s: (read(c) if read else read_forward(c, b_p, budget, method, reading)) for s, c in by_seed.items()}
     ns = sorted(set.intersection(*(set(v) for v in per_seed.values())))
     if not ns:
         raise IsosimError("no n was run under every seed")

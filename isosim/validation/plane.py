@@ -14,6 +14,10 @@ continues to C). Methods (``method_names``):
   rollouts and read at C.
 - ``steps @s``, ``steps-offset @s``, ``steps-sigmoid @s``: the step readers of
   :mod:`isosim.predict.stepcurve` on the same cheap part.
+- ``sbi @s``: the simulation-trained reader of :mod:`isosim.predict.sbi` (its bank:
+  ``results/sbi_bank.json``) on the same cheap part.
+- ``sbi-band @s``: the same reader choosing only among the n within 2 evaluation sds of the
+  cheap leader (``sbi-band1``: 1 sd).
 - ``profile-only``: the committed profile-only prediction (no runs before the chosen one).
 - ``isosim predict``: the scoreboard's calibrated pick (its cheap part: every n to 5 % of the
   sweep's full budget, counted at that cost).
@@ -35,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from isosim.predict import stepcurve
+from isosim.predict import sbi, stepcurve
 from isosim.validation import adaptive as ad
 from isosim.validation import readings as rd
 
@@ -112,7 +116,7 @@ def hyperband(full: Mapping[int, Any], budget: float, eval_samples: int | None) 
 
 def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | None, calibrated: tuple | None,
             readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
-            pick_rules: tuple[str, ...] = ("max",)) -> list[dict[str, Any]]:
+            pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None) -> list[dict[str, Any]]:
     """One row per (budget, seed, method): the pick, its overhead and, per reading, its regret."""
     policy_rows = {(r["budget"], r["seed"], r["policy"]): r for r in ad.score_sweep(sweep, budgets, predicted=profile)}
     rows = []
@@ -126,9 +130,13 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
             for reader in readers:
                 for reading in rd.READINGS:
                     name = f"{reader} @{share:g}" + ("" if reading == rd.HEADLINE else f" ({reading} reader)")
-                    if reading != rd.HEADLINE and not reader.startswith("steps"):
+                    if reading != rd.HEADLINE and not reader.startswith("steps") or (reader.startswith("sbi") and bank is None):
                         continue  # the other readers do not depend on the reading
-                    values = stepcurve.read_forward(cheap, sweep["b_p"], budget, reader, reading)
+                    if reader.startswith("sbi"):
+                        values = sbi.reader(bank, share).read(cheap, sweep["b_p"], budget, sbi.BANDS[reader],
+                                                              sweep["eval_samples"])
+                    else:
+                        values = stepcurve.read_forward(cheap, sweep["b_p"], budget, reader, reading)
                     for rule in pick_rules if reading == rd.HEADLINE else ("max",):
                         label = name if rule == "max" else f"{name} [{rule}]"
                         n = stepcurve.pick(values, rule, eval_samples=sweep["eval_samples"])
@@ -178,13 +186,14 @@ def dominates(a: Mapping[str, Any], b: Mapping[str, Any], reading: str = rd.HEAD
 
 
 def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
-          pick_rules: tuple[str, ...] = ("max",), only: tuple[str, ...] | None = None) -> dict[str, Any]:
+          pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The plane over every finished sweep under ``results`` (``only``: those names)."""
     from isosim.validation.scoreboard import unfinished
 
     doc: dict[str, Any] = {"readings": {"best": "best validated value up to C (analyze's n* reads it); the headline",
                                         "final": "value at C (train to C, keep the last)"},
                            "headline": rd.HEADLINE, "min_budget": MIN_BUDGET, "shares": list(shares),
+                           "readers": list(readers), "pick_rules": list(pick_rules),
                            "sweeps": {}, "not_scored_yet": {}}
     all_rows = []
     for name, folder in find_sweeps(results).items():
@@ -197,7 +206,7 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
         sw = ad.load_sweep(folder)
         budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
         rows = replays(sw, budgets, profile_prediction(name, results), calibrated_prediction(folder, results),
-                       readers, shares, pick_rules)
+                       readers, shares, pick_rules, bank or results / "sbi_bank.json")
         for r in rows:
             r["sweep"] = name
         doc["sweeps"][name] = {"budgets": budgets, "summary": summarise(rows)}

@@ -26,6 +26,7 @@ from isosim.validation import plane as pl  # noqa: E402
 
 RESULTS = ROOT / "results"
 FIGURES = ROOT / "figures"
+READERS = ("lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid", "sbi", "sbi-band", "sbi-band1")
 COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)")
 
 
@@ -76,7 +77,7 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
 
 
 def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = None) -> dict:
-    doc = pl.build(results, readers=pl.CHEAP_READERS + ("steps-near",))
+    doc = pl.build(results, readers=READERS)
     doc.pop("rows")
     chosen = frozen().get("method_label")
     doc["isosim_method"] = chosen
