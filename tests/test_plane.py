@@ -108,3 +108,17 @@ def test_recommend_runs_json_and_errors(tmp_path):
     assert bad.returncode == 2 and "past the budget" in bad.stderr and "Traceback" not in bad.stderr
     bad = _cli("recommend", "--runs", tmp_path, "--budget", "2e5", "--reading", "last")
     assert bad.returncode == 2 and "reading must be" in bad.stderr
+
+
+def test_scoreboard_values_in_both_readings():
+    import numpy as np
+    import pandas as pd
+
+    from isosim.validation import scoreboard as sb
+
+    df = pd.DataFrame({"n": 2, "b_p": 16, "seed": 0, "rollouts": [0, 32, 320, 3200], "val_avg": [0.1, 0.5, 0.7, 0.4]})
+    budgets = np.array([320.0, 3200.0])
+    final, best = sb.values_at(df, budgets)[2][0], sb.values_at(df, budgets, reading="best")[2][0]
+    assert final == pytest.approx([0.7, 0.4]) and best == pytest.approx([0.7, 0.7])
+    doc = json.loads((RESULTS / "scoreboard.json").read_text())
+    assert "final" in doc["reading"] and set(doc["summary_best"]) == set(doc["summary"])

@@ -6,7 +6,8 @@
 
 Both interpolate a run's evaluations linearly in ln rollouts (``best`` takes the larger of the
 interpolated value at C and every evaluation before it). A run that ends more than ``rtol`` short
-of C has no value there (NaN).
+of C has no value there (NaN). The module sits below :mod:`isosim.predict` (which names the
+readings) and imports nothing of :mod:`isosim.validation`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,24 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
-from isosim.validation.adaptive import value_at as _final_at
 
 READINGS = ("best", "final")
 HEADLINE = "best"
 Curve = Sequence[tuple[float, float]]
+
+
+def _final_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
+    """The value at ``budget``: linear in ln rollouts between evaluations; a run ending within
+    ``rtol`` short of the budget counts at its last point; NaN if it ends earlier (as
+    :func:`isosim.validation.adaptive.value_at`)."""
+    pts = [(float(r), float(v)) for r, v in curve if r > 0]
+    if not pts or pts[-1][0] < budget * (1 - rtol):
+        return float("nan")
+    if budget >= pts[-1][0]:
+        return pts[-1][1]
+    if budget <= pts[0][0]:
+        return pts[0][1]
+    return float(np.interp(math.log(budget), np.log([p[0] for p in pts]), [p[1] for p in pts]))
 
 
 def check_reading(reading: str) -> str:

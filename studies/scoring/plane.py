@@ -59,10 +59,11 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
                 continue
             fam = m.split(" @")[0]
             color = {"cheap leader": "tab:blue", "steps": "tab:red", "steps-near": "tab:pink", "steps-offset": "tab:orange",
-                     "steps-sigmoid": "tab:brown", "lc-sigmoid": "tab:purple"}.get(fam, "black")
+                     "steps-sigmoid": "tab:brown", "lc-sigmoid": "tab:purple", "sbi": "tab:green", "sbi-band": "tab:olive",
+                     "sbi-band1": "tab:cyan"}.get(fam, "black")
             ax.scatter(v["mean_overhead"], v[reading]["mean_regret"], color=color, s=60 if m == highlight else 18,
                        marker="*" if m == highlight else "o")
-            if "@" not in m or m.endswith("@0.05") or m == highlight:
+            if ("@" not in m or m == highlight or m == "cheap leader @0.05") and v[reading]["mean_regret"] < 0.02:
                 ax.annotate(m, (v["mean_overhead"], v[reading]["mean_regret"]), fontsize=6, xytext=(3, 2),
                             textcoords="offset points")
         ax.set_xscale("symlog", linthresh=0.1)
@@ -71,7 +72,12 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
         ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {len(doc['sweeps'])} sweeps",
                      fontsize=9)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
+        ax.set_ylim(top=0.02 if reading == "best" else 0.025)
+    fig.text(0.5, 0.005, "colour: cheap leader (blue), steps (red), steps-near (pink), steps-sigmoid (brown), lc-sigmoid "
+             "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\nblack: searches and "
+             "predictions; each reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
+             ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
 
