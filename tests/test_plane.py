@@ -78,13 +78,22 @@ def test_plane_recomputed_from_the_records_matches_the_committed_numbers():
     assert set(committed["readings"]) == {"best", "final"} and committed["headline"] == "best"
 
 
-def test_frozen_method_file_names_committed_code():
+METHOD_FILES = ("isosim/predict/sbi.py", "isosim/predict/stepcurve.py", "isosim/predict/from_runs.py",
+                "studies/results/sbi_bank.json")
+
+
+def test_frozen_method_is_the_committed_code():
+    """The frozen method's files are in git as named, and the method's own files are unchanged since
+    (it is scored prospectively: a change to it needs a new freeze and a new plane_method.json)."""
     frozen = json.loads((RESULTS / "plane_method.json").read_text())
-    assert frozen["reading"] == "best"
+    assert frozen["reading"] == "best" and frozen["method_label"] in json.loads((RESULTS / "plane.json").read_text())["overall"]
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
     for path, blob in frozen["code"].items():
-        res = subprocess.run(["git", "hash-object", str(ROOT / path)], capture_output=True, text=True, check=True)
-        assert len(blob) == 40 and (ROOT / path).is_file()
-        del res  # the blob names the frozen version; later edits are allowed to differ
+        assert subprocess.run(["git", "cat-file", "-e", blob], cwd=ROOT).returncode == 0, f"{path}: blob {blob} not in git"
+    for path in METHOD_FILES:
+        now = subprocess.run(["git", "hash-object", path], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+        assert now == frozen["code"][path], f"{path} changed since the method was frozen"
 
 
 def _cli(*args):
