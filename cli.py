@@ -189,6 +189,25 @@ def analyze(
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
 
+def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool) -> None:
+    from isosim.files import dumps_json
+    from isosim.predict import from_runs
+
+    r = from_runs.recommend_from_runs(runs, budget, method or from_runs.DEFAULT_METHOD, reading)
+    if as_json:
+        typer.echo(dumps_json(r))
+        return
+    typer.echo(f"{runs}: {r['read']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
+               f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
+    typer.echo(f"pick n = {r['pick']}; tie band (expected regret within 2 se) {r['tie_band']}")
+    for n, v in r["n"].items():
+        typer.echo(f"  n = {n:>4}: expected regret {v['expected_regret']:.4f} +- {v['expected_regret_se']:.4f} "
+                   f"({v['steps_at_budget']:.0f} updates at C)"
+                   + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate"))
+    if r.get("units"):
+        typer.echo(f"units: {r['units']}")
+
+
 @app.command()
 def recommend(
     budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts (or --gpu-hours, not both); above 1e7 the simulation stops at 1e7 and says so"),
@@ -201,12 +220,21 @@ def recommend(
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of cheap runs (every n at one B_p, a small share of the budget; isosim records, TRL/verl logs, W&B CSV): choose n from them"),
+    method: Optional[str] = typer.Option(None, "--method", help="with --runs: how each n's cheap curve is carried to the budget (level, best-level, steps, ...; default: the best measured on the plane)"),
+    reading: str = typer.Option("best", "--reading", help="with --runs: best (best validated value up to C) or final (value at C)"),
 ) -> None:
-    """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each."""
+    """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
+    with --runs, the n to choose from cheap runs of every n."""
     from isosim.errors import IsosimError
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    if runs is not None:
+        if budget is None:
+            raise IsosimError("--runs needs --budget (rollouts of the full run)")
+        _recommend_runs(runs, budget, method, reading, as_json)
+        return
     if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
     if rollouts_per_gpu_hour is not None and gpu_hours is None:

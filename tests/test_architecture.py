@@ -28,6 +28,7 @@ LAYERS = [
     ["isosim.sim"],
     ["isosim.sweeps"],
     ["isosim.frontier"],
+    ["isosim.validation.readings"],
     ["isosim.integrations", "isosim.predict"],
     ["isosim.validation"],
     ["isosim"],

@@ -110,10 +110,11 @@ def load(folder: Path) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 # Measured points at a budget
 # ---------------------------------------------------------------------------------------------
-def values_at(df: pd.DataFrame, budgets: np.ndarray, metric: str = "val_avg") -> dict[int, np.ndarray]:
+def values_at(df: pd.DataFrame, budgets: np.ndarray, metric: str = "val_avg", reading: str = "final") -> dict[int, np.ndarray]:
     """n -> (seeds x budgets) array of each run's metric at each budget (NaN where the run stopped
     short of it): interpolated in log rollouts between logged points; below one step, the step-0
-    value (a run that cannot take a step is the base model)."""
+    value (a run that cannot take a step is the base model). ``reading`` "best": the larger of
+    that and every logged value before the budget (:mod:`isosim.validation.readings`)."""
     out: dict[int, list] = {}
     for (n, b_p, _seed), g in df.groupby(["n", "b_p", "seed"]):
         g = g.sort_values("rollouts")
@@ -131,13 +132,15 @@ def values_at(df: pd.DataFrame, budgets: np.ndarray, metric: str = "val_avg") ->
             elif len(xp) and b <= xp.max() * (1 + REACH_RTOL):
                 v[i] = float(np.interp(math.log(b), np.log(xp), yp)) if b >= xp.min() else \
                     float(np.interp(b, [0.0, xp.min()], [y0, yp[0]]))
+                if reading == "best":
+                    v[i] = max([v[i], *yp[xp <= b * (1 + REACH_RTOL)]])
         out.setdefault(int(n), []).append(v)
     return {n: np.asarray(v) for n, v in sorted(out.items())}
 
 
-def budget_table(df: pd.DataFrame, budgets: np.ndarray) -> dict:
-    """Seed means per n, the best n, the noise and the free flag at each budget."""
-    vals = values_at(df, budgets)
+def budget_table(df: pd.DataFrame, budgets: np.ndarray, reading: str = "final") -> dict:
+    """Seed means per n, the best n, the noise and the free flag at each budget, in ``reading``."""
+    vals = values_at(df, budgets, reading=reading)
     b_p = int(df["b_p"].iloc[0])
     ns = sorted(vals)
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -293,6 +296,7 @@ def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
     meas = measured_frontier(df)
     budgets = [float(b) for b in meas["budgets"]]
     tab = budget_table(df, np.asarray(budgets))
+    tab_best = budget_table(df, np.asarray(budgets), reading="best")
     scored = np.asarray(meas["learning"], bool) & tab["free"]
     grid = tab["n_values"]
     max_rollouts = float(df["budget"].max()) if "budget" in df else float(df["rollouts"].max())
@@ -318,7 +322,9 @@ def score_sweep(key: str, spec: dict, calibrated: dict | None = None) -> dict:
         "n_best_raw": tab["best"], "noise": [None if not np.isfinite(x) else float(x) for x in tab["noise"]],
         "seed_mean": {str(n): [None if not np.isfinite(v) else float(v) for v in tab["mean"][j]]
                       for j, n in enumerate(grid)},
+        "regret_reading": "final (value at C); predictors_best: the best validated value up to C",
         "predictors": {name: score_picks(p, tab, meas["n_star"], scored) for name, p in picks.items()},
+        "predictors_best": {name: score_picks(p, tab_best, meas["n_star"], scored) for name, p in picks.items()},
         "attainable_top": attainable(tab, meas["n_star"]),
         "n_star_coverage": {name: coverage(pred, budgets, meas["n_star"], scored)
                             for name, pred in (("isosim_profile", spec.get("profile")), ("isosim_calibrated", cal))},
@@ -446,7 +452,9 @@ def build(results: Path, root: Path | None = None) -> dict:
                                             "before the rest ran)" if spec["prospective"]
                                             else f"{kept} on the cheap part, rerun here (a retrodiction)")
     return {"rules": __doc__.split("The rules, fixed")[1].strip(), "kept_method": kept,
-            "summary": summary(sweeps), "methods": method_scores,
+            "summary": summary(sweeps), "reading": "final (value at C); summary_best: best validated value up to C",
+            "summary_best": summary({k: {"predictors": v["predictors_best"]} for k, v in sweeps.items()}),
+            "methods": method_scores,
             "attainable_on_every_sweep": all(v["attainable_top"]["both"] for v in sweeps.values()),
             "not_scored_yet": {k: f"{len(v)} run(s) short of their budget" for k, v in pending.items()},
             "method_sweeps": {m: {k: {x: r[x] for x in ("n_pick", "regret", "noise", "octaves_max", "regret_mean")}

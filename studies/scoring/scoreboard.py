@@ -31,6 +31,9 @@ doc = sb.build(ROOT / "results", root=ROOT.parent)
 
 # %%
 print(sb.table(doc))
+print("regret reading above: final (value at C); the best reading (best validated value up to C), top budget:")
+for name, v in doc["summary_best"].items():
+    print(f"  {name:18s} mean regret {v['mean_regret_top']:.4f}" if v else f"  {name:18s} -")
 
 # %% [markdown]
 # ## The cheap-part methods, each scored on every sweep at once; the kept one by the rule

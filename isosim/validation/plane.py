@@ -1,0 +1,216 @@
+"""The plane: every way of choosing n scored by its regret against the compute it spends.
+
+Each committed sweep (``nN_bpB_sS/records.jsonl`` runs) is replayed seed by seed at every budget C
+of its frontier grid from ``MIN_BUDGET`` up (the replays of :mod:`isosim.validation.adaptive`: a
+method sees one seed's runs, revealed up to what it asked to spend). A method's pick is scored in
+both readings (:mod:`isosim.validation.readings`: ``best`` = best validated value up to C, the
+headline; ``final`` = value at C) by its regret (seed-mean value of the sweep's best n at C minus
+the pick's, in that reading), whether that is within 2 seed standard errors, and its overhead
+(rollouts on runs other than the chosen one, in full runs of C; the chosen run's cheap part
+continues to C). Methods (``method_names``):
+
+- ``cheap leader @s``: every grid n run to s C, the best last value (s = 2.5, 5, 10, 20 %).
+- ``lc-sigmoid @s``: every grid n run to s C, each curve fitted alone with ScaleRL's sigmoid in log
+  rollouts and read at C.
+- ``steps @s``, ``steps-offset @s``, ``steps-sigmoid @s``: the step readers of
+  :mod:`isosim.predict.stepcurve` on the same cheap part.
+- ``sbi @s``: the simulation-trained reader of :mod:`isosim.predict.sbi` (its bank:
+  ``results/sbi_bank.json``) on the same cheap part.
+- ``sbi-band @s``: the same reader choosing only among the n within 2 evaluation sds of the
+  cheap leader (``sbi-band1``: 1 sd).
+- ``profile-only``: the committed profile-only prediction (no runs before the chosen one).
+- ``isosim predict``: the scoreboard's calibrated pick (its cheap part: every n to 5 % of the
+  sweep's full budget, counted at that cost).
+- ``successive halving (C/16)``, ``successive halving (C/32)``: every grid n, the better half
+  continues at each rung.
+- ``hyperband``: three successive-halving brackets (every n from C/32; every other n from C/8;
+  the grid's ends from C/2), each bracket's winner run to C, the best of them at C kept.
+- ``adaptive (default)`` (started at the profile-only prediction where there is one, else the
+  grid spread, as ``validate --adaptive``), ``adaptive (spread)``, ``lines`` (``--search lines``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.predict import sbi, stepcurve
+from isosim.validation import adaptive as ad
+from isosim.validation import readings as rd
+
+MIN_BUDGET = 2e4
+SHARES = (0.025, 0.05, 0.1, 0.2)
+CHEAP_READERS = ("lc-sigmoid", "steps", "steps-offset", "steps-sigmoid")
+HB_BRACKETS = ((1 / 32, "all"), (1 / 8, "every other"), (1 / 2, "ends"))
+
+
+def find_sweeps(results: Path) -> dict[str, Path]:
+    """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real`` and ``organism_f8``,
+    named by their path under ``results``."""
+    found = {}
+    for base in (results / "organism" / "real", results / "organism_f8"):
+        if base.is_dir():
+            for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
+                found[str(rec.parent.parent.relative_to(results))] = rec.parent.parent
+    return found
+
+
+def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | None]:
+    b = np.log(budgets)
+
+    def at(budget: float) -> int | None:
+        p = picks[int(np.argmin(np.abs(b - math.log(budget))))]
+        return None if p is None else int(p)
+    return at
+
+
+def profile_prediction(name: str, results: Path) -> Callable[[float], int | None] | None:
+    """The committed profile-only prediction n*(C) of a sweep, or None."""
+    split = Path(name).name
+    path = results / ("organism_prediction.json" if name.startswith("organism/real/") else "organism_f8/prediction.json")
+    pred = json.loads(path.read_text()).get(split) if path.is_file() else None
+    return _nearest(pred["budgets"], pred["n_star"]) if pred else None
+
+
+def calibrated_prediction(folder: Path, results: Path) -> tuple[Callable[[float], int | None], float] | None:
+    """``isosim predict``'s committed pick per budget (the scoreboard's ``isosim_calibrated``) and
+    the rollouts of its cheap part per run."""
+    path = results / "scoreboard.json"
+    if not path.is_file():
+        return None
+    for sw in json.loads(path.read_text())["sweeps"].values():
+        if Path(sw["runs"]).name == folder.name and Path(sw["runs"]).parent.name == folder.parent.name:
+            pb = sw["predictors"]["isosim_calibrated"]["per_budget"]["n_pick"]
+            return _nearest(sw["budgets"], pb), float(sw["cheap"].get("budget", 0.05 * sw["max_rollouts"]))
+    return None
+
+
+def _clip(n: int, grid: list[int]) -> int:
+    return min(grid, key=lambda g: (abs(math.log2(g) - math.log2(n)), g))
+
+
+def _cheap(full: Mapping[int, Any], budget: float, share: float, chosen: int) -> float:
+    seen = {n: ad.reveal(c, share * budget) for n, c in full.items()}
+    return float(sum(ad.spent(c) for n, c in seen.items() if n != chosen) / budget)
+
+
+def hyperband(full: Mapping[int, Any], budget: float, eval_samples: int | None) -> dict[str, Any]:
+    """:data:`HB_BRACKETS`: each bracket's successive-halving winner runs to C; the winner with the
+    best value at C (this seed) is kept; every other rollout is overhead."""
+    grid = sorted(full)
+    total, winners = 0.0, []
+    for first, which in HB_BRACKETS:
+        g = grid if which == "all" else grid[::2] if which == "every other" else sorted({grid[0], grid[-1]})
+        res = ad.successive_halving({n: full[n] for n in g}, ad.Settings(
+            budget=budget, grid=tuple(g), start=tuple(g), eval_samples=eval_samples, first_rung=first))
+        total += sum(res["spent"].values())
+        winners.append((ad.value_at(full[res["chosen"]], budget), res["chosen"], res["spent"][res["chosen"]]))
+    best = max(winners, key=lambda w: (w[0] if math.isfinite(w[0]) else -math.inf, -w[1]))
+    return {"chosen": best[1], "overhead": float((total - best[2]) / budget)}
+
+
+def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | None, calibrated: tuple | None,
+            readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
+            pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None) -> list[dict[str, Any]]:
+    """One row per (budget, seed, method): the pick, its overhead and, per reading, its regret."""
+    policy_rows = {(r["budget"], r["seed"], r["policy"]): r for r in ad.score_sweep(sweep, budgets, predicted=profile)}
+    rows = []
+    for budget, grid, _truth, seed, full in ad._seed_replays(sweep, budgets):
+        truths = {reading: rd.truth_at({n: sweep["runs"][n] for n in grid}, budget, reading) for reading in rd.READINGS}
+        picks: dict[str, tuple[int, float]] = {}
+        for share in shares:
+            lead = ad.informed_choice(full, budget, frac=1 / share, reading="level")
+            picks[f"cheap leader @{share:g}"] = (lead["chosen"], lead["overhead"])
+            cheap = {n: ad.reveal(c, share * budget) for n, c in full.items()}
+            for reader in readers:
+                for reading in rd.READINGS:
+                    name = f"{reader} @{share:g}" + ("" if reading == rd.HEADLINE else f" ({reading} reader)")
+                    if reading != rd.HEADLINE and not reader.startswith("steps") or (reader.startswith("sbi") and bank is None):
+                        continue  # the other readers do not depend on the reading
+                    if reader.startswith("sbi"):
+                        values = sbi.reader(bank, share).read(cheap, sweep["b_p"], budget, sbi.BANDS[reader],
+                                                              sweep["eval_samples"])
+                    else:
+                        values = stepcurve.read_forward(cheap, sweep["b_p"], budget, reader, reading)
+                    for rule in pick_rules if reading == rd.HEADLINE else ("max",):
+                        label = name if rule == "max" else f"{name} [{rule}]"
+                        n = stepcurve.pick(values, rule, eval_samples=sweep["eval_samples"])
+                        picks[label] = (n, _cheap(full, budget, share, n))
+        if profile is not None and profile(budget):
+            picks["profile-only"] = (_clip(profile(budget), grid), 0.0)
+        if calibrated is not None and calibrated[0](budget):
+            n = _clip(calibrated[0](budget), grid)
+            picks["isosim predict"] = (n, min(calibrated[1], budget) * (len(grid) - 1) / budget)
+        for pol, name in (("successive halving", "successive halving (C/16)"), (ad.SH_CHEAP, "successive halving (C/32)"),
+                          ("adaptive (spread)", "adaptive (spread)")):
+            r = policy_rows[(budget, seed, pol)]
+            picks[name] = (r["chosen"], r["overhead"])
+        default = policy_rows.get((budget, seed, "adaptive (prediction)")) or policy_rows[(budget, seed, "adaptive (spread)")]
+        picks["adaptive (default)"] = (default["chosen"], default["overhead"])
+        lines = ad.replay(full, ad.lines_settings(budget, grid, sweep["eval_samples"]))
+        picks["lines"] = (lines["chosen"], lines["overhead"])
+        hb = hyperband(full, budget, sweep["eval_samples"])
+        picks["hyperband"] = (hb["chosen"], hb["overhead"])
+        for method, (n, over) in picks.items():
+            row = {"budget": float(budget), "seed": int(seed), "method": method, "chosen": int(n), "overhead": float(over)}
+            for reading, truth in truths.items():
+                row[reading] = {**rd.regret(truth, n), "best_n": truth["best"]}
+            rows.append(row)
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per method and reading: replays, mean overhead, mean regret, replays within 2 se, in the tie band."""
+    out: dict[str, Any] = {}
+    for method in sorted({r["method"] for r in rows}):
+        rs = [r for r in rows if r["method"] == method]
+        out[method] = {"replays": len(rs), "mean_overhead": float(np.mean([r["overhead"] for r in rs]))}
+        for reading in rd.READINGS:
+            out[method][reading] = {"mean_regret": float(np.mean([r[reading]["regret"] for r in rs])),
+                                    "within_2se": int(sum(r[reading]["within_2se"] for r in rs)),
+                                    "in_tie_band": int(sum(r[reading]["in_tie_band"] for r in rs))}
+    return out
+
+
+def dominates(a: Mapping[str, Any], b: Mapping[str, Any], reading: str = rd.HEADLINE) -> bool:
+    """Mean regret no higher at no more overhead, and strictly better on one of the two."""
+    ra, rb = a[reading]["mean_regret"], b[reading]["mean_regret"]
+    oa, ob = a["mean_overhead"], b["mean_overhead"]
+    eps = 1e-12
+    return ra <= rb + eps and oa <= ob + eps and (ra < rb - eps or oa < ob - eps)
+
+
+def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
+          pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The plane over every finished sweep under ``results`` (``only``: those names)."""
+    from isosim.validation.scoreboard import unfinished
+
+    doc: dict[str, Any] = {"readings": {"best": "best validated value up to C (analyze's n* reads it); the headline",
+                                        "final": "value at C (train to C, keep the last)"},
+                           "headline": rd.HEADLINE, "min_budget": MIN_BUDGET, "shares": list(shares),
+                           "readers": list(readers), "pick_rules": list(pick_rules),
+                           "sweeps": {}, "not_scored_yet": {}}
+    all_rows = []
+    for name, folder in find_sweeps(results).items():
+        if only and name not in only:
+            continue
+        short = unfinished(folder)
+        if short:
+            doc["not_scored_yet"][name] = f"{len(short)} run(s) short of their budget"
+            continue
+        sw = ad.load_sweep(folder)
+        budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
+        rows = replays(sw, budgets, profile_prediction(name, results), calibrated_prediction(folder, results),
+                       readers, shares, pick_rules, bank or results / "sbi_bank.json")
+        for r in rows:
+            r["sweep"] = name
+        doc["sweeps"][name] = {"budgets": budgets, "summary": summarise(rows)}
+        all_rows += rows
+    doc["overall"] = summarise(all_rows)
+    doc["rows"] = all_rows
+    return doc

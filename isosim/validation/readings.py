@@ -1,0 +1,90 @@
+"""The two readings of a run at a budget C, named wherever a run's value at C is scored.
+
+- ``best``: the best validated value up to C, the record-breaking frontier that ``isosim
+  analyze``'s n* reads (a user who keeps the best checkpoint gets it).
+- ``final``: the value at C, the last checkpoint of a run trained to C.
+
+Both interpolate a run's evaluations linearly in ln rollouts (``best`` takes the larger of the
+interpolated value at C and every evaluation before it). A run that ends more than ``rtol`` short
+of C has no value there (NaN). The module sits below :mod:`isosim.predict` (which names the
+readings) and imports nothing of :mod:`isosim.validation`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+
+READINGS = ("best", "final")
+HEADLINE = "best"
+Curve = Sequence[tuple[float, float]]
+
+
+def _final_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
+    """The value at ``budget``: linear in ln rollouts between evaluations; a run ending within
+    ``rtol`` short of the budget counts at its last point; NaN if it ends earlier (as
+    :func:`isosim.validation.adaptive.value_at`)."""
+    pts = [(float(r), float(v)) for r, v in curve if r > 0]
+    if not pts or pts[-1][0] < budget * (1 - rtol):
+        return float("nan")
+    if budget >= pts[-1][0]:
+        return pts[-1][1]
+    if budget <= pts[0][0]:
+        return pts[0][1]
+    return float(np.interp(math.log(budget), np.log([p[0] for p in pts]), [p[1] for p in pts]))
+
+
+def check_reading(reading: str) -> str:
+    if reading not in READINGS:
+        raise IsosimError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
+    return reading
+
+
+def value_at(curve: Curve, budget: float, reading: str = HEADLINE, rtol: float = 0.01) -> float:
+    """A run's value at ``budget`` rollouts in ``reading`` (see the module docstring)."""
+    check_reading(reading)
+    last = _final_at(curve, budget, rtol)
+    if reading == "final" or not math.isfinite(last):
+        return last
+    before = [float(v) for r, v in curve if 0 < r <= budget * (1 + 1e-9) and math.isfinite(v)]
+    return max([last, *before])
+
+
+def truth_at(runs: Mapping[int, Mapping[int, Curve]], budget: float, reading: str = HEADLINE) -> dict[str, Any]:
+    """Seed-mean value per n at ``budget`` (``runs[n][seed]``) in ``reading``, the best n, the
+    standard error of a seed mean (seed spread pooled over n) and the tie band (n within 2 se of
+    the best), as :func:`isosim.validation.adaptive.truth_at` reads the final value."""
+    check_reading(reading)
+    means, devs, dof, k = {}, 0.0, 0, 0
+    for n, seeds in runs.items():
+        vals = np.array([value_at(c, budget, reading) for c in seeds.values()])
+        vals = vals[np.isfinite(vals)]
+        if not len(vals):
+            continue
+        means[int(n)] = float(vals.mean())
+        if len(vals) > 1:
+            devs += float(((vals - vals.mean()) ** 2).sum())
+            dof += len(vals) - 1
+            k = max(k, len(vals))
+    if not means:
+        raise IsosimError(f"no run reaches {budget:.0f} rollouts")
+    sd = math.sqrt(devs / dof) if dof else float("nan")
+    se = sd / math.sqrt(k) if dof else float("nan")
+    best = max(means, key=lambda n: (means[n], -n))
+    band = sorted(n for n, v in means.items() if v >= means[best] - 2 * se) if dof else [best]
+    return {"budget": float(budget), "reading": reading, "mean": {str(n): means[n] for n in sorted(means)},
+            "best": best, "seed_sd": sd, "seed_se": se, "tie_band": band}
+
+
+def regret(truth: Mapping[str, Any], chosen: int) -> dict[str, Any]:
+    """The pick's regret in ``truth``'s reading: the best n's seed mean minus the pick's, beside
+    the seed noise (within 2 se or not)."""
+    r = truth["mean"][str(truth["best"])] - truth["mean"][str(int(chosen))]
+    se = truth["seed_se"]
+    return {"reading": truth["reading"], "regret": float(r), "seed_se": float(se),
+            "within_2se": bool(r <= 2 * se + 1e-12), "in_tie_band": int(chosen) in truth["tie_band"]}

@@ -1,0 +1,107 @@
+# %% [markdown]
+# # The plane: every way of choosing n, its regret against the compute it spends
+#
+# Every committed organism sweep is replayed seed by seed at every budget of its frontier grid
+# from 2e4 rollouts up (84 replays over the six sweeps); each method's pick is scored in both
+# readings (``best`` = best validated value up to C, the headline; ``final`` = value at C) by mean
+# regret, replays within 2 seed se and mean overhead (rollouts beyond the chosen run, in full runs).
+# The methods and the scoring live in ``isosim.validation.plane``; the frozen isosim method is
+# named in ``results/plane_method.json``.
+#
+# Run: ``python studies/scoring/plane.py`` (about a minute on one core) ->
+# ``studies/results/plane.json`` and ``studies/figures/plane.png``.
+
+# %%
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT.parent))
+
+from isosim.files import write_json  # noqa: E402
+from isosim.validation import plane as pl  # noqa: E402
+
+RESULTS = ROOT / "results"
+FIGURES = ROOT / "figures"
+READERS = ("lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid", "sbi", "sbi-band", "sbi-band1")
+COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)")
+
+
+def frozen() -> dict:
+    path = RESULTS / "plane_method.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def verdicts(doc: dict, method: str) -> dict:
+    """Does ``method`` dominate each of ``COMPARE`` (and the cheap leader at its own share) in each reading?"""
+    o = doc["overall"]
+    if method not in o:
+        return {}
+    share = method.split("@")[-1] if "@" in method else None
+    others = list(COMPARE) + ([f"cheap leader @{share}"] if share and f"cheap leader @{share}" not in COMPARE else [])
+    return {f"{method} vs {b}": {r: pl.dominates(o[method], o[b], r) for r in ("best", "final")} for b in others if b in o}
+
+
+def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    o = doc["overall"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6), sharey=False)
+    for ax, reading in zip(axes, ("best", "final")):
+        for m, v in o.items():
+            if "(final reader)" in m:
+                continue
+            fam = m.split(" @")[0]
+            color = {"cheap leader": "tab:blue", "steps": "tab:red", "steps-near": "tab:pink", "steps-offset": "tab:orange",
+                     "steps-sigmoid": "tab:brown", "lc-sigmoid": "tab:purple", "sbi": "tab:green", "sbi-band": "tab:olive",
+                     "sbi-band1": "tab:cyan"}.get(fam, "black")
+            ax.scatter(v["mean_overhead"], v[reading]["mean_regret"], color=color, s=60 if m == highlight else 18,
+                       marker="*" if m == highlight else "o")
+            if ("@" not in m or m == highlight or m == "cheap leader @0.05") and v[reading]["mean_regret"] < 0.02:
+                ax.annotate(m, (v["mean_overhead"], v[reading]["mean_regret"]), fontsize=6, xytext=(3, 2),
+                            textcoords="offset points")
+        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xlabel("mean overhead (full runs beyond the chosen one)")
+        ax.set_ylabel(f"mean regret, {reading} reading (val avg@4)")
+        ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {len(doc['sweeps'])} sweeps",
+                     fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.set_ylim(top=0.02 if reading == "best" else 0.025)
+    fig.text(0.5, 0.005, "colour: cheap leader (blue), steps (red), steps-near (pink), steps-sigmoid (brown), lc-sigmoid "
+             "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\nblack: searches and "
+             "predictions; each reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
+             ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+
+
+def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = None) -> dict:
+    doc = pl.build(results, readers=READERS)
+    doc.pop("rows")
+    chosen = frozen().get("method_label")
+    doc["isosim_method"] = chosen
+    doc["dominance"] = verdicts(doc, chosen) if chosen else {}
+    write_json(out or results / "plane.json", doc)
+    if fig is not False:
+        plot(doc, fig or FIGURES / "plane.png", chosen)
+    return doc
+
+
+if __name__ == "__main__":
+    rep = main()
+    for name, block in list(rep["sweeps"].items()) + [("all sweeps", {"summary": rep["overall"]})]:
+        print(name)
+        for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
+            print(f"  {m:42s} overhead {v['mean_overhead']:.3f}  best: regret {v['best']['mean_regret']:.4f} "
+                  f"within 2se {v['best']['within_2se']}/{v['replays']}  final: regret {v['final']['mean_regret']:.4f} "
+                  f"within 2se {v['final']['within_2se']}/{v['replays']}")
+    print("isosim method:", rep["isosim_method"])
+    for k, v in rep["dominance"].items():
+        print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
