@@ -120,7 +120,7 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
     """One row per (budget, seed, method): the pick, its overhead and, per reading, its regret."""
     policy_rows = {(r["budget"], r["seed"], r["policy"]): r for r in ad.score_sweep(sweep, budgets, predicted=profile)}
     rows = []
-    for budget, grid, _truth, seed, full in ad._seed_replays(sweep, budgets):
+    for budget, grid, _truth, seed, full in ad.seed_replays(sweep, budgets):
         truths = {reading: rd.truth_at({n: sweep["runs"][n] for n in grid}, budget, reading) for reading in rd.READINGS}
         picks: dict[str, tuple[int, float]] = {}
         for share in shares:

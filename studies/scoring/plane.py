@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT.parent))
+sys.path.insert(0, str(ROOT))
 
 from isosim.files import write_json  # noqa: E402
 from isosim.validation import plane as pl  # noqa: E402
@@ -95,7 +96,11 @@ def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = No
 
 
 if __name__ == "__main__":
-    rep = main()
+    from common import setup
+
+    # quick and full are the same computation; --quick (or ISOSIM_STUDY_OUT) writes elsewhere
+    quick, _, fig_dir, out = setup("plane", "every way of choosing n: its regret against the compute it spends")
+    rep = main(out=out, fig=fig_dir / "plane.png")
     for name, block in list(rep["sweeps"].items()) + [("all sweeps", {"summary": rep["overall"]})]:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):

@@ -76,13 +76,13 @@ from isosim.validation.adaptive.curves import (REACH_RTOL, Curve, accelerating, 
                                                reveal, roughness, spent, value_at, value_at_steps)
 from isosim.validation.adaptive.search import BOUNDARY, Adaptive, plot_search
 from isosim.validation.adaptive.replay import REFERENCES, informed_choice, replay, successive_halving
-from isosim.validation.adaptive.scoring import (MIN_STEPS, SH_CHEAP, SH_FIRST_RUNG, default_budgets, grid_at,
+from isosim.validation.adaptive.scoring import (MIN_STEPS, SH_CHEAP, SH_FIRST_RUNG, default_budgets, grid_at, seed_replays,
                                                 load_sweep, score_references, score_sweep, truth_at)
 
 __all__ = [
     "BOUNDARY", "FIRST_ROUND_RULES", "MIN_STEPS", "REACH_RTOL", "REFERENCES", "SH_CHEAP", "SH_FIRST_RUNG",
     "Adaptive", "Curve", "Settings", "accelerating", "default_budgets", "grid_at", "informed_choice",
     "lines_settings", "load_sweep", "local_fit", "noise", "past_takeoff", "plot_search", "replay", "reveal",
-    "roughness", "score_references", "score_sweep", "spent", "spread_start", "successive_halving", "truth_at",
+    "roughness", "score_references", "score_sweep", "seed_replays", "spent", "spread_start", "successive_halving", "truth_at",
     "value_at", "value_at_steps",
 ]

@@ -85,7 +85,7 @@ def grid_at(ns: Sequence[int], budget: float, b_p: int, min_steps: int = MIN_STE
     return sorted(n for n in ns if budget // (b_p * n) >= min_steps)
 
 
-def _seed_replays(sweep: Mapping[str, Any], budgets: Sequence[float], min_steps: int = MIN_STEPS):
+def seed_replays(sweep: Mapping[str, Any], budgets: Sequence[float], min_steps: int = MIN_STEPS):
     """(budget, grid, truth, seed, that seed's curves) for every budget and every seed that has a
     run of every grid n there: what one replay sees and what it is scored against."""
     for budget in budgets:
@@ -113,7 +113,7 @@ def score_sweep(sweep: Mapping[str, Any], budgets: Sequence[float], predicted: C
     and at the grid spread, successive halving, and one run at the predicted n; each scored by
     regret at C (seed-mean of the best n minus that of the chosen n) against the seed noise."""
     rows = []
-    for budget, grid, truth, seed, full in _seed_replays(sweep, budgets, min_steps):
+    for budget, grid, truth, seed, full in seed_replays(sweep, budgets, min_steps):
         pred = predicted(budget) if predicted else None
         pred_n = min(grid, key=lambda n: (abs(math.log2(n) - math.log2(pred)), n)) if pred else None
         policies = {}
@@ -140,7 +140,7 @@ def score_references(sweep: Mapping[str, Any], budgets: Sequence[float], min_ste
     """:data:`REFERENCES` scored like :func:`score_sweep`'s policies, every seed at every budget:
     how much of the regret any reading of the curves up to C / 2 (or C / 4) can remove."""
     rows = []
-    for budget, _grid, truth, seed, full in _seed_replays(sweep, budgets, min_steps):
+    for budget, _grid, truth, seed, full in seed_replays(sweep, budgets, min_steps):
         for name, (frac, reading) in REFERENCES.items():
             res = informed_choice(full, budget, frac, reading)
             rows.append(_scored(truth, budget, seed, name, res["chosen"], res["overhead"], sorted(full)))
