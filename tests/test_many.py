@@ -1,0 +1,177 @@
+"""K organism runs in one process (llm_runs.training.many): the same records as K single lean runs,
+and the same records after a kill and a resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llm_helpers import read_jsonl, strip_volatile  # noqa: E402
+
+from isosim.errors import IsosimError  # noqa: E402
+from llm_runs.organism import build as organism  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EXACT = ("step", "rollouts", "tokens", "train_reward", "val_avg", "val_best", "val_worst", "response_len",
+         "val_response_len")
+CLOSE = ("entropy", "kl", "sampler_logprob_gap_mean")
+
+
+@pytest.fixture(scope="module")
+def quick_organism(tmp_path_factory):
+    out = tmp_path_factory.mktemp("organism")
+    organism.build(out, organism.OrganismSettings.for_scale("quick", sft_steps=40, threads=1), log=lambda m: None)
+    return out
+
+
+def _cfg(pool: Path, out: Path, seed: int, **over):
+    from llm_runs.config import RunConfig
+
+    base = dict(model=str(pool.parent / "model"), data=str(pool), out=str(out), n=2, b_p=8, budget=8 * 2 * 8,
+                seed=seed, val_size=40, prompt_template="plain", instruction="", answer_fallback="last-number",
+                temperature=1.0, max_new_tokens=12, sampler_batch_size=4096, micro_batch_size=4096,
+                precision="fp32", eval_n=4, eval_k=2, eval_points=3, base_lr=3e-3, recipe="easy",
+                sampler="lean", train_forward="lean", save_every=2)
+    return RunConfig(**{**base, **over})
+
+
+# four runs: two seeds, two recipes (KL + entropy bonus, and neither), temperatures 1 and 0.6,
+# two training-set sizes
+RUNS = [dict(seed=0), dict(seed=1, recipe="hard"), dict(seed=2, temperature=0.6, eval_temperature=0.6),
+        dict(seed=3, max_train_problems=30)]
+
+
+def _compare(single, many):
+    assert len(many) == len(single) >= 4
+    for a, b in zip(single, many):
+        assert {k: a[k] for k in EXACT} == {k: b[k] for k in EXACT}
+        for k in CLOSE:
+            if a[k] is None:
+                assert b[k] is None, k
+            else:
+                assert b[k] == pytest.approx(a[k], rel=1e-3, abs=1e-5), k
+
+
+def test_many_runs_give_the_single_runs_records(quick_organism, tmp_path):
+    from llm_runs.training.many import ManyTrainer
+    from llm_runs.training.train import GRPOTrainer
+
+    pool = quick_organism / "pool.jsonl"
+    single = [GRPOTrainer(_cfg(pool, tmp_path / f"single{i}", **r), log=lambda m: None).train()
+              for i, r in enumerate(RUNS)]
+    many = ManyTrainer([_cfg(pool, tmp_path / f"many{i}", **r) for i, r in enumerate(RUNS)], log=lambda m: None)
+    rows = many.train()
+    for a, b in zip(single, rows):
+        _compare(a, b)
+    assert rows[1][-1]["kl"] is None and rows[0][-1]["kl"] is not None
+    # the folders are the single trainer's: it reads the finished runs as complete
+    done = GRPOTrainer(_cfg(pool, tmp_path / "many0", **RUNS[0]), log=lambda m: None).train()
+    assert strip_volatile(done) == strip_volatile(rows[0])
+
+
+def test_runs_at_different_steps_advance_together(quick_organism, tmp_path):
+    """A run paused part-way and a fresh one, resumed in one process: each gives its own records."""
+    from llm_runs.training.many import ManyTrainer
+    from llm_runs.training.train import GRPOTrainer
+
+    pool = quick_organism / "pool.jsonl"
+    ref = [GRPOTrainer(_cfg(pool, tmp_path / f"ref{i}", **r), log=lambda m: None).train() for i, r in
+           enumerate(RUNS[:2])]
+    GRPOTrainer(_cfg(pool, tmp_path / "m0", pause_at_rollouts=48, **RUNS[0]), log=lambda m: None).train()
+    rows = ManyTrainer([_cfg(pool, tmp_path / f"m{i}", **r) for i, r in enumerate(RUNS[:2])],
+                       log=lambda m: None).train()
+    for a, b in zip(ref, rows):
+        _compare(a, b)
+
+
+def _write_configs(pool: Path, folder: Path) -> list[Path]:
+    paths = []
+    for i, r in enumerate(RUNS[:3]):
+        cfg = _cfg(pool, folder / f"run{i}", budget=8 * 2 * 12, **r).to_dict()
+        path = folder / f"run{i}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cfg))
+        paths.append(path)
+    return paths
+
+
+def _argv(paths):
+    return [a for p in paths for a in ("--config", str(p))]
+
+
+def test_kill_and_resume_gives_the_same_records(quick_organism, tmp_path):
+    from llm_runs.training.many import main
+
+    pool = quick_organism / "pool.jsonl"
+    ref = _write_configs(pool, tmp_path / "ref")
+    assert main(_argv(ref)) == 0
+    paths = _write_configs(pool, tmp_path / "killed")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = tmp_path / "killed" / "run2" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().count("\n") >= 5:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    assert (tmp_path / "killed" / "run0" / "checkpoint" / "trainer_state.json").exists()
+    assert main(_argv(paths)) == 0
+    for i in range(3):
+        a = read_jsonl(tmp_path / "ref" / f"run{i}" / "records.jsonl")
+        b = read_jsonl(tmp_path / "killed" / f"run{i}" / "records.jsonl")
+        assert len(a) == len(b) >= 4
+        assert strip_volatile(a) == strip_volatile(b)
+        assert (strip_volatile(read_jsonl(tmp_path / "ref" / f"run{i}" / "metrics.jsonl"))
+                == strip_volatile(read_jsonl(tmp_path / "killed" / f"run{i}" / "metrics.jsonl")))
+
+
+def test_a_stop_signal_checkpoints_every_run(quick_organism, tmp_path):
+    paths = _write_configs(pool := quick_organism / "pool.jsonl", tmp_path / "stopped")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = tmp_path / "stopped" / "run0" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
+    steps = [json.loads((tmp_path / "stopped" / f"run{i}" / "checkpoint" / "trainer_state.json").read_text())["step"]
+             for i in range(3)]
+    assert min(steps) >= 3 and max(steps) < 12
+    assert pool.exists()
+
+
+def test_runs_that_cannot_share_a_process_are_refused(quick_organism, tmp_path):
+    from llm_runs.training.many import main
+
+    pool = quick_organism / "pool.jsonl"
+    with pytest.raises(IsosimError, match="share these settings"):
+        from llm_runs.training.many import check_group
+
+        check_group([_cfg(pool, tmp_path / "a", 0), _cfg(pool, tmp_path / "b", 1, n=4)])
+    with pytest.raises(IsosimError, match="sampler 'lean'"):
+        check_group([_cfg(pool, tmp_path / "a", 0, sampler="hf")])
+    with pytest.raises(IsosimError, match="same --out"):
+        check_group([_cfg(pool, tmp_path / "a", 0), _cfg(pool, tmp_path / "a", 1)])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_cfg(pool, tmp_path / "c", 0, micro_batch_size=4).to_dict()))
+    assert main(["--config", str(path)]) == 2
