@@ -283,6 +283,7 @@ def _chunk_many(sp: StackedParts, w: dict[str, Any], chunks: list[list[list[int]
 
         warper = TopPLogitsWarper(top_p=top_p)
     base = (torch.arange(K, device=device) * B)[:, None]
+    compacted = False  # rows is still 0..B-1 in every run
     for t in range(max_new):
         scores = logits.float() / temp
         if warper is not None:
@@ -293,7 +294,8 @@ def _chunk_many(sp: StackedParts, w: dict[str, Any], chunks: list[list[list[int]
         for k in range(K):
             if drawing[k]:
                 noise[k, :sizes[k]].exponential_(1, generator=gens[k])
-        noise = noise.gather(1, rows[:, :, None].expand(-1, -1, V))
+        if compacted:
+            noise = noise.gather(1, rows[:, :, None].expand(-1, -1, V))
         tok = (probs / noise).argmax(dim=-1)  # (K, Bc)
         live = ~done
         flat_rows = (rows + base)[live]
@@ -309,6 +311,7 @@ def _chunk_many(sp: StackedParts, w: dict[str, Any], chunks: list[list[list[int]
             order = torch.sort(done.to(torch.int8), dim=1, stable=True).indices[:, :keep_n]  # live rows first
             flat = (order + torch.arange(K, device=device)[:, None] * Bc).view(-1)
             rows, tok, plen, done = (x.gather(1, order) for x in (rows, tok, plen, done))
+            compacted = True
             valid = valid.index_select(0, flat)
             keys = [x.index_select(0, flat) for x in keys]
             values = [x.index_select(0, flat) for x in values]
@@ -320,7 +323,8 @@ def _chunk_many(sp: StackedParts, w: dict[str, Any], chunks: list[list[list[int]
 
 def response_logprobs_many(sp: StackedParts, w: dict[str, Any], prompts: Sequence[Sequence[Sequence[int]]],
                            responses: Sequence[Sequence[Sequence[int]]], pad_id: int, temperatures: Sequence[float],
-                           with_entropy: bool, device: Any = "cpu") -> list[tuple[Any, Any, Any, Any]]:
+                           with_entropy: bool, device: Any = "cpu", bucket_rows: int = 64
+                           ) -> list[tuple[Any, Any, Any, Any]]:
     """``lean_forward.response_logprobs`` for K runs: per run ``(logp, entropy, response_ids,
     response_mask)``, each (rows_k, R_k) as the single-run call lays them out."""
     K = len(prompts)
@@ -342,40 +346,65 @@ def response_logprobs_many(sp: StackedParts, w: dict[str, Any], prompts: Sequenc
     U, W = ids.shape[1], ids.shape[2]
     cos_t, sin_t = sp.rope_table(W + R, w["embed"])
     first, pkv = _prompt_forward(sp, w, ids, pmask, cos_t, sin_t)  # (K, U, V): predicts response token 0
-    g = (group.to(device) + torch.arange(K, device=device)[:, None] * U).view(-1)
+    g_all = (group.to(device) + torch.arange(K, device=device)[:, None] * U)  # (K, S) into (K * U)
     flat_mask = pmask.view(K * U, W)
-    logits = first.reshape(K * U, -1).index_select(0, g).view(K, S, 1, -1)
-    if R > 1:
-        plen = flat_mask.sum(1).index_select(0, g)
-        pos = plen[:, None] + torch.arange(R - 1, device=device)[None]
-        cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
-        allowed = torch.cat([flat_mask.index_select(0, g)[:, None, None, :].expand(K * S, 1, R - 1, W),
-                             torch.tril(torch.ones(R - 1, R - 1, dtype=torch.bool, device=device))
-                             .expand(K * S, 1, R - 1, R - 1)], dim=-1)
-        layer_kv = iter(pkv)
+    plen_all = flat_mask.sum(1)
+    lengths = (resp_mask.sum(2)).long()  # (K, S)
+    logp = resp_mask.new_zeros((K, S, R))
+    ent = resp_mask.new_zeros((K, S, R)) if with_entropy else None
+    for rows in _slabs(lengths, bucket_rows):  # (K, s): rows of similar length, each run alike
+        s = rows.shape[1]
+        L = max(int(lengths.gather(1, rows).max()), 1)
+        g = g_all.gather(1, rows).view(-1)
+        logits = first.reshape(K * U, -1).index_select(0, g).view(K, s, 1, -1)
+        targets = resp_ids.gather(1, rows[:, :, None].expand(K, s, R))[:, :, :L]
+        if L > 1:
+            pos = plen_all.index_select(0, g)[:, None] + torch.arange(L - 1, device=device)[None]
+            cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
+            allowed = torch.cat([flat_mask.index_select(0, g)[:, None, None, :].expand(K * s, 1, L - 1, W),
+                                 torch.tril(torch.ones(L - 1, L - 1, dtype=torch.bool, device=device))
+                                 .expand(K * s, 1, L - 1, L - 1)], dim=-1)
+            layer_kv = iter(pkv)
 
-        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            k0, v0 = next(layer_kv)
-            return _attend(q, torch.cat([k0.index_select(0, g), k], dim=2),
-                           torch.cat([v0.index_select(0, g), v], dim=2), allowed, sp)
+            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+                k0, v0 = next(layer_kv)
+                return _attend(q, torch.cat([k0.index_select(0, g), k], dim=2),
+                               torch.cat([v0.index_select(0, g), v], dim=2), allowed, sp)
 
-        x = _embed(sp, w, resp_ids[:, :, :R - 1])
-        for lw in w["layers"]:
-            x = _layer(sp, lw, x, cos, sin, attend)
-        logits = torch.cat([logits, _head(sp, w, x)], dim=2)  # (K, S, R, V)
+            x = _embed(sp, w, targets[:, :, :L - 1])
+            for lw in w["layers"]:
+                x = _layer(sp, lw, x, cos, sin, attend)
+            logits = torch.cat([logits, _head(sp, w, x)], dim=2)  # (K, s, L, V)
+        if len(set(temperatures)) == 1:
+            lp, en = _chunk_logprobs(logits, targets, float(temperatures[0]), with_entropy)
+        else:
+            parts = [_chunk_logprobs(logits[k], targets[k], float(temperatures[k]), with_entropy) for k in range(K)]
+            lp = torch.stack([x[0] for x in parts])
+            en = torch.stack([x[1] for x in parts]) if with_entropy else None
+        idx = rows[:, :, None].expand(K, s, R)
+        logp = logp.scatter(1, idx, torch.nn.functional.pad(lp, (0, R - L)))
+        if with_entropy:
+            ent = ent.scatter(1, idx, torch.nn.functional.pad(en, (0, R - L)))
     out = []
-    if len(set(temperatures)) == 1:
-        lp, ent = _chunk_logprobs(logits, resp_ids, float(temperatures[0]), with_entropy)
-        per = [(lp[k], ent[k] if with_entropy else None) for k in range(K)]
-    else:
-        per = []
-        for k in range(K):
-            lp, ent = _chunk_logprobs(logits[k], resp_ids[k], float(temperatures[k]), with_entropy)
-            per.append((lp, ent if with_entropy else None))
     for k in range(K):
         s_k = len(prompts[k])
         r_k = max(max((len(r) for r in responses[k]), default=1), 1)
-        lp, ent = per[k]
-        out.append((lp[:s_k, :r_k], ent[:s_k, :r_k] if ent is not None else None,
+        out.append((logp[k, :s_k, :r_k], ent[k, :s_k, :r_k] if ent is not None else None,
                     resp_ids[k, :s_k, :r_k], resp_mask[k, :s_k, :r_k]))
     return out
+
+
+def _slabs(lengths: torch.Tensor, bucket_rows: int, waste: float = 0.7) -> list[torch.Tensor]:
+    """Row indices (K, s) of each slab: every run's rows sorted by length, longest first, cut where
+    a slab of at least ``bucket_rows`` rows in all would otherwise pad a row to more than 1 / waste
+    of its length (``lean_forward._buckets`` across K runs)."""
+    K, S = lengths.shape
+    order = torch.sort(lengths, dim=1, descending=True, stable=True)
+    top = order.values.max(dim=0).values.tolist()  # the longest row at each rank over the runs
+    per_run = max(1, -(-bucket_rows // K))
+    cuts, a = [], 0
+    for j in range(1, S + 1):
+        if j == S or (j - a >= per_run and top[j] < waste * top[a]):
+            cuts.append((a, j))
+            a = j
+    return [order.indices[:, a:b] for a, b in cuts]
