@@ -52,8 +52,8 @@ RUNS = [dict(seed=0), dict(seed=1, recipe="hard"), dict(seed=2, temperature=0.6,
         dict(seed=3, max_train_problems=30)]
 
 
-def _compare(single, many):
-    assert len(many) == len(single) >= 4
+def _compare(single, many, min_rows=4):
+    assert len(many) == len(single) >= min_rows
     for a, b in zip(single, many):
         assert {k: a[k] for k in EXACT} == {k: b[k] for k in EXACT}
         for k in CLOSE:
@@ -175,3 +175,43 @@ def test_runs_that_cannot_share_a_process_are_refused(quick_organism, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(_cfg(pool, tmp_path / "c", 0, micro_batch_size=4).to_dict()))
     assert main(["--config", str(path)]) == 2
+
+
+def test_f8_groups_runs_of_equal_n():
+    from llm_runs.organism.f8 import group_jobs
+
+    jobs = [{"n": n, "seed": s} for n in (2, 4) for s in range(3)]
+    groups = group_jobs(jobs, 2)
+    assert [[(c["n"], c["seed"]) for c in g] for g in groups] == [[(2, 0), (2, 1)], [(2, 2)], [(4, 0), (4, 1)],
+                                                                  [(4, 2)]]
+    assert group_jobs(jobs, 1) == [[c] for c in jobs]
+
+
+def test_f8_sweep_with_many_gives_the_same_records(quick_organism, tmp_path):
+    """``f8 run --lean --many 2``: the runs of each n share a process; records as one process per run."""
+    extra = json.dumps({"val_size": 20, "eval_n": 4, "eval_k": 2, "eval_points": 2, "save_every": 2})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+    def sweep(out, many):
+        return subprocess.run([sys.executable, "-m", "llm_runs.organism.f8", "run", "--setting", "easy-64",
+                               "--n", "2,4", "--seeds", "2", "--budget", "192", "--model",
+                               str(quick_organism / "model"), "--out", str(out), "--jobs", "2", "--lean",
+                               "--many", str(many), "--extra", extra], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    r1, r2 = sweep(tmp_path / "one", 1), sweep(tmp_path / "many", 2)
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stdout + r1.stderr + r2.stdout + r2.stderr
+    assert "4 of 4 runs finished" in r2.stdout
+    log = (tmp_path / "many" / "launch.log").read_text()
+    assert log.count("== ") == 2  # two processes of two runs
+    for run in ("n2_bp16_s0", "n2_bp16_s1", "n4_bp16_s0", "n4_bp16_s1"):
+        a = read_jsonl(tmp_path / "one" / "easy-64" / run / "records.jsonl")
+        b = read_jsonl(tmp_path / "many" / "easy-64" / run / "records.jsonl")
+        _compare(a, b, min_rows=3)
+
+
+def test_f8_many_needs_lean(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "llm_runs.organism.f8", "run", "--setting", "easy-64", "--model",
+                          "x", "--out", str(tmp_path), "--many", "2"], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 2 and "--lean" in res.stderr and res.stderr.strip().count("\n") == 0
