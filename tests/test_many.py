@@ -215,3 +215,74 @@ def test_f8_many_needs_lean(tmp_path):
                           "x", "--out", str(tmp_path), "--many", "2"], capture_output=True, text=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 2 and "--lean" in res.stderr and res.stderr.strip().count("\n") == 0
+
+
+def _two_models(path: Path):
+    """The quick organism and a perturbed copy (two runs' weights)."""
+    from llm_runs.sampling import models
+
+    tok = models.load_tokenizer(str(path))
+    a, b = models.load_model(str(path)), models.load_model(str(path))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)
+    return tok, [a, b], models.eos_ids(tok, a)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_stacked_sampling_draws_what_each_run_draws(quick_organism, top_p):
+    """Two models, prompt lists of different lengths, chunks that split groups (7 rows): each run's
+    draws are its own lean sampler's."""
+    from llm_runs.problems.data import build_prompt
+    from llm_runs.sampling.lean import LeanSampler, LlamaParts
+    from llm_runs.training.stacked import StackedParts, generate_many
+
+    tok, mods, eos = _two_models(quick_organism / "model")
+    rows = [json.loads(x) for x in (quick_organism / "pool.jsonl").read_text().splitlines()[:10]]
+    prompts = [build_prompt(tok, r["problem"], "plain", "") for r in rows]
+    lists, temps, seeds = [prompts[:6], prompts[6:10]], [1.0, 0.6], [3, 11]
+    samplers = [LeanSampler(m, tok, eos, batch_size=7) for m in mods]
+    sp = StackedParts([LlamaParts(m) for m in mods])
+    many = generate_many(sp, samplers, lists, 3, temps, top_p, 12, seeds)
+    for s, ps, t, seed, b in zip(samplers, lists, temps, seeds, many):
+        a = s.generate(ps, 3, t, top_p, 12, seed=seed)
+        assert b.prompt_ids == a.prompt_ids and b.texts == tok.batch_decode(b.completion_ids, skip_special_tokens=True)
+        same = [x == y for x, y in zip(a.completion_ids, b.completion_ids)]
+        assert sum(same) >= len(same) - 1
+        for ok, la, lb in zip(same, a.logprobs, b.logprobs):
+            if ok:
+                assert max((abs(u - v) for u, v in zip(la, lb)), default=0.0) < 1e-4
+
+
+def test_stacked_forward_matches_each_runs_lean_forward(quick_organism):
+    from llm_runs.problems.data import build_prompt
+    from llm_runs.sampling.lean import LeanSampler, LlamaParts
+    from llm_runs.training.lean_forward import response_logprobs
+    from llm_runs.training.stacked import StackedParts, response_logprobs_many
+
+    tok, mods, eos = _two_models(quick_organism / "model")
+    rows = [json.loads(x) for x in (quick_organism / "pool.jsonl").read_text().splitlines()[:9]]
+    prompts = [build_prompt(tok, r["problem"], "plain", "") for r in rows]
+    batches = [LeanSampler(m, tok, eos).generate(ps, 4, 1.0, 1.0, 12, seed=1)
+               for m, ps in zip(mods, [prompts[:5], prompts[5:9]])]
+    temps = [0.7, 1.0]
+    sp = StackedParts([LlamaParts(m) for m in mods])
+    out = response_logprobs_many(sp, sp.weights(), [b.prompt_ids for b in batches],
+                                 [b.completion_ids for b in batches], tok.pad_token_id, temps, True, bucket_rows=8)
+    singles, joint = [], 0.0
+    for m, b, t, (lp2, ent2, ids2, mask2) in zip(mods, batches, temps, out):
+        lp, ent, ids, mask = response_logprobs(LlamaParts(m), b.prompt_ids, b.completion_ids, tok.pad_token_id, t,
+                                               True)
+        assert torch.equal(ids, ids2) and torch.equal(mask, mask2)
+        assert float(((lp - lp2).detach().abs() * mask).max()) < 1e-5
+        assert float(((ent - ent2).detach().abs() * mask).max()) < 1e-5
+        singles.append(((lp + ent) * mask).sum())
+        joint = joint + ((lp2 + ent2) * mask2).sum()
+    # the joint loss's gradient on each run's parameters is that run's own loss's gradient
+    for m, one in zip(mods, singles):
+        params = list(m.parameters())
+        g1 = torch.autograd.grad(one, params, retain_graph=True)
+        g2 = torch.autograd.grad(joint, params, retain_graph=True)
+        for x, y in zip(g1, g2):
+            assert float((x - y).abs().max()) <= 1e-4 * (float(x.abs().max()) + 1e-6)
