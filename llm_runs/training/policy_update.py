@@ -24,8 +24,6 @@ class PolicyUpdate:
         """``num_iterations`` optimizer steps on these sequences, in micro-batches (see grpo.py)."""
         import torch
 
-        from llm_runs.training import grpo
-
         cfg, acc, model = self.cfg, self.accelerator, self.model
         mb = cfg.micro_batch_size
         num_tokens, num_seqs = self._sum([float(sum(len(c) for c in completions)), float(len(completions))])
