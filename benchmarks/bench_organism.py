@@ -25,6 +25,18 @@ lean path computes each prompt once per group, so it can exceed that ceiling at 
 
 Last line: ``speedup X.XX``, the time of a sweep that spends the same rollouts at each n (the
 harmonic combination of the per-n rates), old path over new.
+
+``--many`` measures instead the lean path's runs of a small-n mix (``--mix``, default four runs at
+n = 2 and four at n = 4, seeds 0-3) two ways, in worker processes of one thread each that hold their
+trainers and take steps on command: one process per run (``runs`` side), against one process per
+n holding its runs together (``llm_runs.training.many``, ``many`` side). Each round gives both
+sides ``--window`` seconds of steps (every worker of a side at once; the order of the sides
+alternates), and counts each worker's rollouts, wall time and CPU time. Per side it prints the
+total rollouts per second (the sum of the workers' rates) and the rollouts per core-second (all
+rollouts over all CPU time), fastest round of ``--repeats``. On a machine the benchmark has to
+itself both say the same; on a shared one the wall figure also measures how much of the machine
+each side's processes win from the others (eight processes win more than two), so the last line,
+``many-speedup X.XX``, is the ratio of the rollouts per core-second.
 """
 
 from __future__ import annotations
@@ -78,7 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", default="2,16,128")
     ap.add_argument("--quick", action="store_true", help="fewer steps and rounds (< 5 min on 2 cores)")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--many", action="store_true", help="K runs in one process against one process per run")
+    ap.add_argument("--mix", default="2,2,2,2,4,4,4,4", help="--many: the runs' n (seeds 0, 1, ... per n)")
+    ap.add_argument("--window", type=float, default=None, help="--many: seconds of steps per side and round")
     args = ap.parse_args(argv)
+    if args.many:
+        from bench_many import bench_many
+
+        return bench_many(args, organism_model, SWEEP)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 

@@ -5,6 +5,8 @@ problems come from, how many of them are kept (a seeded subset of the split's tr
 every size is validated on the same 300 held-out problems), the sampling temperature and the
 model. ``run`` launches (or resumes) the runs of one setting, ``jobs`` processes of one thread
 each at a time; a killed call rerun with the same arguments continues where the runs stopped.
+With ``--lean --many K``, runs of equal n share a process, K at a time (``llm_runs.training.many``:
+one stacked sampling loop and update for the K runs; the same run folders and records).
 
     python -m llm_runs.organism.f8 run --setting easy-128-t06 --n 2,8,32,128 --seeds 1 \\
         --budget 100000 --out runs/f8/pilot                 # --model organism: the shipped weights
@@ -66,18 +68,31 @@ def run_config(setting: str, n: int, seed: int, budget: int, model: str, out: Pa
     return cfg
 
 
-def launch(cfg: dict, log: Path) -> int:
-    out = Path(cfg["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "launch_config.json"
-    path.write_text(json.dumps(cfg, indent=1, sort_keys=True))
+def launch(cfgs: list[dict], log: Path) -> int:
+    """One process: a run (``llm_runs.training.train``), or several together (``llm_runs.training.many``)."""
+    paths = []
+    for cfg in cfgs:
+        out = Path(cfg["out"])
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "launch_config.json"
+        path.write_text(json.dumps(cfg, indent=1, sort_keys=True))
+        paths.append(path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    module = "llm_runs.training.train" if len(cfgs) == 1 else "llm_runs.training.many"
     with open(log, "a") as fh:
-        fh.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%S')} {out}\n")
+        fh.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(str(c['out']) for c in cfgs)}\n")
         fh.flush()
-        return subprocess.call([sys.executable, "-m", "llm_runs.training.train", "--config", str(path)],
+        return subprocess.call([sys.executable, "-m", module, *[a for p in paths for a in ("--config", str(p))]],
                                stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+
+def group_jobs(jobs: list[dict], k: int) -> list[list[dict]]:
+    """Runs of equal n (in order) in groups of at most ``k``, one process each (k = 1: one run a process)."""
+    by_n: dict[int, list[dict]] = {}
+    for c in jobs:
+        by_n.setdefault(c["n"], []).append(c)
+    return [runs[i:i + k] for runs in by_n.values() for i in range(0, len(runs), k)]
 
 
 def cmd_run(a: argparse.Namespace) -> None:
@@ -95,11 +110,16 @@ def cmd_run(a: argparse.Namespace) -> None:
                 jobs.append(run_config(setting, n, seed, int(float(a.budget)), a.model, out, extra))
     # the longest runs (small n: most steps) first, so the pool drains evenly
     jobs.sort(key=lambda c: c["n"])
+    if a.many < 1:
+        raise IsosimError("--many must be at least 1 (runs per process)")
+    if a.many > 1 and not a.lean:
+        raise IsosimError("--many needs --lean (runs share a process through the lean path)")
+    groups = group_jobs(jobs, a.many)
     log = Path(a.out) / "launch.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(a.jobs) as pool:
-        codes = list(pool.map(lambda c: launch(c, log), jobs))
-    bad = [c["out"] for c, rc in zip(jobs, codes) if rc]
+        codes = list(pool.map(lambda g: launch(g, log), groups))
+    bad = [c["out"] for g, rc in zip(groups, codes) if rc for c in g]
     print(f"{len(jobs) - len(bad)} of {len(jobs)} runs finished" + (f"; failed: {bad}" if bad else ""))
     sys.exit(1 if bad else 0)
 
@@ -191,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--extra", default="", help="JSON object of further RunConfig settings")
     r.add_argument("--lean", action="store_true", help="sampler and train_forward 'lean'")
     r.add_argument("--pause-at", default="", help="stop each run at this many rollouts (resumable)")
+    r.add_argument("--many", type=int, default=1, metavar="K",
+                   help="runs of equal n per process, K at a time (llm_runs.training.many; needs --lean)")
     t = sub.add_parser("table")
     t.add_argument("folder")
     q = sub.add_parser("predict")

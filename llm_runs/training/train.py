@@ -314,78 +314,108 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             raise
 
     def _loop(self) -> list[dict[str, Any]]:
-        cfg = self.cfg
-        step_metrics: dict[str, float] = {}
-        while (self.step < cfg.total_steps and (cfg.budget_tokens is None or self.tokens < cfg.budget_tokens)
-               and not self._paused()):
+        while self.running():
             t0 = time.perf_counter()
             step_metrics = self.train_step()
             self.wall += time.perf_counter() - t0
             step_metrics["time/step_s"] = time.perf_counter() - t0
-            self._log_step(step_metrics)
-            last = self.step >= cfg.total_steps or (cfg.budget_tokens is not None and self.tokens >= cfg.budget_tokens)
-            is_eval = self.step in self.eval_at or last
-            if is_eval:
-                self._write_record(self.evaluate(), step_metrics)
-            stop = self._stop_requested()
-            if last or self.step % cfg.save_every == 0 or stop or self._paused():
-                self.save_checkpoint()
-            if stop:  # the scheduler is about to end the job: the checkpoint holds this step
-                self._log(f"stopping on signal {self._stop_signal or 'from another process'}: checkpoint saved "
-                          f"at step {self.step}; rerun the same command to resume")
-                self.interrupted = True
-                self.close()
+            if self.end_step(step_metrics):
                 return self.records.rows()
-        if cfg.save_final_model and not self._paused():
+        return self.finish()
+
+    def running(self) -> bool:
+        """Whether the run has steps left (budget not spent, not paused)."""
+        cfg = self.cfg
+        return (self.step < cfg.total_steps and (cfg.budget_tokens is None or self.tokens < cfg.budget_tokens)
+                and not self._paused())
+
+    def end_step(self, step_metrics: dict[str, float]) -> bool:
+        """After a step: its metrics row, an evaluation where due, a checkpoint where due. True when a
+        stop signal ended the run (checkpoint saved, trainer closed)."""
+        cfg = self.cfg
+        self._log_step(step_metrics)
+        last = self.step >= cfg.total_steps or (cfg.budget_tokens is not None and self.tokens >= cfg.budget_tokens)
+        if self.step in self.eval_at or last:
+            self._write_record(self.evaluate(), step_metrics)
+        stop = self._stop_requested()
+        if last or self.step % cfg.save_every == 0 or stop or self._paused():
+            self.save_checkpoint()
+        if stop:  # the scheduler is about to end the job: the checkpoint holds this step
+            self._log(f"stopping on signal {self._stop_signal or 'from another process'}: checkpoint saved "
+                      f"at step {self.step}; rerun the same command to resume")
+            self.interrupted = True
+            self.close()
+        return stop
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The run reached its budget (or its pause): the final model where asked, then close."""
+        if self.cfg.save_final_model and not self._paused():
             self._save_final_model()
         self.close()
         return self.records.rows()
 
     def train_step(self) -> dict[str, float]:
         """One step: sample B_p * n_est rollouts, score them, update on B_p * n of them."""
+        m: dict[str, float] = {}
+        t = time.perf_counter()
+        mine = self.next_problems()
+        self._sync_sampler()
+        cfg = self.cfg
+        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=cfg.n_est, temperature=cfg.temperature,
+                                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=self.rollout_seed())
+        self.sampler.release()
+        m["time/sample_s"] = time.perf_counter() - t
+        rewards, keep, update_args = self.select(mine, batch, m)
+        t = time.perf_counter()
+        m.update(self.update(*update_args))
+        m["time/train_s"] = time.perf_counter() - t
+        return self.bookkeeping(mine, batch, rewards, keep, m)
+
+    def next_problems(self) -> list[int]:
+        """This step's problems of this process (the draw is identical on every process)."""
+        cfg = self.cfg
+        idx = self.order.next(cfg.b_p)
+        per = cfg.b_p // self.world
+        return idx[self.rank * per:(self.rank + 1) * per]
+
+    def rollout_seed(self) -> int:
+        return derive_seed(self.cfg.seed, self.step, self.rank, TAG_TRAIN)
+
+    def select(self, mine: list[int], batch: Any, m: dict[str, float]) -> tuple[Any, Any, tuple]:
+        """Rewards of the rollouts, the groups kept, and the arguments of ``update`` (the first n
+        rollouts of each kept group and their advantages)."""
         import torch
 
         from llm_runs.training.grpo import group_advantages, zero_variance_groups
 
         cfg = self.cfg
-        m: dict[str, float] = {}
-
-        # --- rollouts --------------------------------------------------------------------------
-        t = time.perf_counter()
-        idx = self.order.next(cfg.b_p)  # identical on every process
-        per = cfg.b_p // self.world
-        mine = idx[self.rank * per:(self.rank + 1) * per]
-        self._sync_sampler()
-        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=cfg.n_est, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                                      seed=derive_seed(cfg.seed, self.step, self.rank, TAG_TRAIN))
-        self.sampler.release()
-        m["time/sample_s"] = time.perf_counter() - t
-
-        # --- rewards ---------------------------------------------------------------------------
         t = time.perf_counter()
         golds = [self.train_problems[i].answer for i in mine for _ in range(cfg.n_est)]
         rewards = torch.tensor(self.score(batch.texts, golds), dtype=torch.float32)
         m["time/score_s"] = time.perf_counter() - t
-
-        # --- advantages: a group is a reshape (see llm_runs.training.grpo) ------------------------------
+        # advantages: a group is a reshape (see llm_runs.training.grpo)
+        per = len(mine)
         adv = group_advantages(rewards, cfg.n, cfg.n_est, cfg.advantage)  # (per, n)
         keep = torch.ones(per, dtype=torch.bool)
         if cfg.filter_zero_variance:
             keep = ~zero_variance_groups(rewards, cfg.n_est)
         sel = [g * cfg.n_est + j for g in range(per) if keep[g] for j in range(cfg.n)]
         sel_adv = [float(adv[g, j]) for g in range(per) if keep[g] for j in range(cfg.n)]
-
-        # --- update ----------------------------------------------------------------------------
-        t = time.perf_counter()
         # A process whose groups were all filtered still runs a forward and backward (weight 0) on
         # one real sequence, so that DDP / FSDP collectives stay in step across processes.
-        m.update(self.update([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
-                             [batch.logprobs[i] for i in sel], sel_adv,
-                             filler=(batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0])))
-        m["time/train_s"] = time.perf_counter() - t
+        args = ([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
+                [batch.logprobs[i] for i in sel], sel_adv,
+                (batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0]))
+        return rewards, keep, args
 
-        # --- bookkeeping (global over processes) -------------------------------------------------
+    def bookkeeping(self, mine: list[int], batch: Any, rewards: Any, keep: Any, m: dict[str, float]
+                    ) -> dict[str, float]:
+        """The step's counters (global over processes) and its reward / length metrics."""
+        import torch
+
+        from llm_runs.training.grpo import zero_variance_groups
+
+        cfg = self.cfg
         group_rates = rewards.view(-1, cfg.n_est).mean(dim=1).tolist()
         for rank_rates in self._gather_object([(self.train_problems[i].id, r) for i, r in zip(mine, group_rates)]):
             for pid, r in rank_rates:
