@@ -34,6 +34,9 @@ Departures from textbook GRPO (DeepSeekMath, Shao et al. 2024)
 9. Responses that hit ``max_new_tokens`` are trained on like any other (no overlong penalty,
    no masking); rewards need a ``\\boxed{}`` answer (no partial credit, no format reward).
 
+``--allocation RULE`` (not uniform) gives each of a step's problems its own n from its estimated
+pass rate, at the same ``b_p * n`` rollouts per step (:mod:`llm_runs.training.allocator`).
+
 Compute accounting: ``rollouts`` counts every sampled completion (including baseline-only ones);
 ``tokens`` counts every sampled response token. Evaluation samples are not counted.
 """
@@ -62,6 +65,7 @@ from llm_runs.problems.data import (
     split_train_val,
 )
 from llm_runs.training import runlog
+from llm_runs.training.allocator import Allocator, step_groups
 from llm_runs.training.policy_update import PolicyUpdate
 from llm_runs.training.processes import (  # noqa: F401  (STOP_SIGNALS and the TAG_* named here as before)
     STOP_SIGNALS,
@@ -191,6 +195,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 
         # --- run state --------------------------------------------------------------------------
         self.order = EpochSampler(len(self.train_problems), cfg.seed)
+        self.allocator = Allocator(cfg.allocation, len(self.train_problems), cfg.b_p, cfg.n, cfg.n_est, cfg.seed)
         self.step, self.rollouts, self.tokens, self.wall = 0, 0, 0, 0.0
         self.pass_rates: dict[str, float] = {}  # problem id -> pass rate of its latest group
         self.eval_at = eval_steps(cfg.total_steps, cfg.eval_points)
@@ -260,11 +265,14 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         acc.save_state(str(tmp), safe_serialization=True)
         acc.wait_for_everyone()
         if acc.is_main_process:
-            runlog.write_state(tmp, {
+            state = {
                 "step": self.step, "rollouts": self.rollouts, "tokens": self.tokens, "wall_s": self.wall,
                 "order": self.order.state_dict(), "pass_rates": self.pass_rates,
                 "records_bytes": self.records.size(), "metrics_bytes": self.metrics_log.size(),
-            })
+            }
+            if not self.allocator.uniform:
+                state["allocation"] = self.allocator.state_dict()
+            runlog.write_state(tmp, state)
             runlog.commit_checkpoint(self.out, tmp)
         acc.wait_for_everyone()
 
@@ -281,6 +289,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             self.wall = float(state["wall_s"])
             self.order.load_state_dict(state["order"])
             self.pass_rates = {str(k): float(v) for k, v in state["pass_rates"].items()}
+            self.allocator.load_state_dict(state.get("allocation"))
             records_bytes, metrics_bytes = int(state["records_bytes"]), int(state["metrics_bytes"])
         except (KeyError, TypeError, ValueError) as exc:
             raise IsosimError(f"{ckpt}: unreadable checkpoint (bad trainer state: {exc})") from None
@@ -342,21 +351,23 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         return self.records.rows()
 
     def train_step(self) -> dict[str, float]:
-        """One step: sample B_p * n_est rollouts, score them, update on B_p * n of them."""
+        """One step: sample B_p * n_est rollouts, score them, update on B_p * n of them (with an
+        allocation rule: B_p * n rollouts in groups of the sizes it chose, all in the update)."""
         import torch
 
-        from llm_runs.training.grpo import group_advantages, zero_variance_groups
 
         cfg = self.cfg
         m: dict[str, float] = {}
 
         # --- rollouts --------------------------------------------------------------------------
         t = time.perf_counter()
-        idx = self.order.next(cfg.b_p)  # identical on every process
+        idx, counts = self.allocator.plan(self.order, self.step)  # identical on every process
+        uniform = self.allocator.uniform
         per = cfg.b_p // self.world
-        mine = idx[self.rank * per:(self.rank + 1) * per]
+        mine, sizes = idx[self.rank * per:(self.rank + 1) * per], counts[self.rank * per:(self.rank + 1) * per]
         self._sync_sampler()
-        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=cfg.n_est, temperature=cfg.temperature,
+        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=cfg.n_est if uniform else sizes,
+                                      temperature=cfg.temperature,
                                       top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
                                       seed=derive_seed(cfg.seed, self.step, self.rank, TAG_TRAIN))
         self.sampler.release()
@@ -364,17 +375,13 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 
         # --- rewards ---------------------------------------------------------------------------
         t = time.perf_counter()
-        golds = [self.train_problems[i].answer for i in mine for _ in range(cfg.n_est)]
+        golds = [self.train_problems[i].answer for i, k in zip(mine, sizes) for _ in range(k)]
         rewards = torch.tensor(self.score(batch.texts, golds), dtype=torch.float32)
         m["time/score_s"] = time.perf_counter() - t
 
         # --- advantages: a group is a reshape (see llm_runs.training.grpo) ------------------------------
-        adv = group_advantages(rewards, cfg.n, cfg.n_est, cfg.advantage)  # (per, n)
-        keep = torch.ones(per, dtype=torch.bool)
-        if cfg.filter_zero_variance:
-            keep = ~zero_variance_groups(rewards, cfg.n_est)
-        sel = [g * cfg.n_est + j for g in range(per) if keep[g] for j in range(cfg.n)]
-        sel_adv = [float(adv[g, j]) for g in range(per) if keep[g] for j in range(cfg.n)]
+        g = step_groups(rewards, sizes, cfg, uniform)  # (groups of unequal size: each its own baseline)
+        sel, sel_adv, keep = g.sel, g.sel_adv, g.keep
 
         # --- update ----------------------------------------------------------------------------
         t = time.perf_counter()
@@ -386,15 +393,18 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         m["time/train_s"] = time.perf_counter() - t
 
         # --- bookkeeping (global over processes) -------------------------------------------------
-        group_rates = rewards.view(-1, cfg.n_est).mean(dim=1).tolist()
-        for rank_rates in self._gather_object([(self.train_problems[i].id, r) for i, r in zip(mine, group_rates)]):
+        if not uniform:  # every process's groups, in batch order, to the estimator the next plans read
+            results = [x for part in self._gather_object(list(zip(mine, g.sums, sizes))) for x in part]
+            self.allocator.observe([i for i, _, _ in results], [s for _, s, _ in results], [k for _, _, k in results])
+            m.update(self.allocator.step_metrics(counts))
+        for rank_rates in self._gather_object([(self.train_problems[i].id, r) for i, r in zip(mine, g.rates)]):
             for pid, r in rank_rates:
                 self.pass_rates[pid] = r
         lengths = torch.tensor([len(c) for c in batch.completion_ids], dtype=torch.float32)
         sums = self._sum([rewards.sum().item(), (rewards ** 2).sum().item(), float(len(rewards)),
                           lengths.sum().item(), lengths.max().item() if len(lengths) else 0.0,
                           float(sum(batch.truncated)), float((~keep).sum().item()),
-                          float(zero_variance_groups(rewards, cfg.n_est).sum().item())])
+                          float(g.zero_var.sum().item())])
         count = sums[2]
         self.step += 1
         self.rollouts += int(count)
@@ -454,6 +464,8 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
     def _log_step(self, m: dict[str, float]) -> None:
         cfg = self.cfg
         row = {"step": self.step, "rollouts": self.rollouts, "tokens": self.tokens, "wall_s": self.wall, **m}
+        if not self.allocator.uniform:
+            row["alloc/counts"] = self.allocator.last
         if self.accelerator.is_main_process:
             self.metrics_log.append(row)
             if self.tb is not None:
