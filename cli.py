@@ -76,6 +76,7 @@ def explore(
     profile: Optional[Path] = typer.Option(None, help="measured difficulty profile JSON (from isosim calibrate); overrides the preset's profile"),
     policy: Optional[str] = typer.Option(None, help="linear (default), tabular or mlp"),
     question: str = typer.Option("q1", help="q1: fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
+    allocation: str = typer.Option("uniform", help="per-problem rollout rule at the same rollouts per step: uniform, filter, variance, knapsack or band"),
     seeds: int = typer.Option(3, min=1, help="how many seeds per cell"),
     seed: int = typer.Option(0, help="base seed (seeds seed .. seed+seeds-1)"),
     budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
@@ -107,6 +108,8 @@ def explore(
             overrides["profile"] = str(profile)
         if policy is not None:
             overrides["policy"] = policy
+        if allocation != "uniform":
+            overrides["allocation"] = allocation
         the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
                                          budget_max=budget_max, **overrides)
     out = out or _fresh_out("explore")

@@ -45,6 +45,8 @@ SIGNAL_MIN = 0.1
 """``filter``: least predicted chance of a mixed group for a candidate to be kept"""
 BAND = (0.1, 0.9)
 """``band``: estimated pass rates kept by the curriculum"""
+N_MAX_FACTOR = 4
+"""most rollouts of one problem, in multiples of the uniform ``n`` (:func:`bounds`)"""
 DECAY = 0.5
 """default discount of a problem's earlier evidence each time it is sampled again"""
 
@@ -54,6 +56,12 @@ def check_rule(name: str) -> str:
     if name not in RULES:
         raise IsosimError(f"unknown allocation rule {name!r} (use {', '.join(RULES)})")
     return name
+
+
+def bounds(n: int) -> tuple[int, int]:
+    """The fewest and most rollouts a problem gets from a rule at uniform group size ``n``:
+    ``min(2, n)`` (a group of one carries no signal) and ``N_MAX_FACTOR * n``."""
+    return min(2, n), N_MAX_FACTOR * n
 
 
 def candidates_per_step(rule: str, b_p: int) -> int:
@@ -274,7 +282,7 @@ def allocate(rule: str, p_hat, total: int, *, n_min: int = 1, n_max: int | None 
 
 
 def plan_batch(rule: str, estimator: PassRateEstimator, candidate_ids, b_p: int, n: int,
-               rng: np.random.Generator | None = None, *, n_min: int = 1, n_max: int | None = None,
+               rng: np.random.Generator | None = None, *, n_min: int | None = None, n_max: int | None = None,
                band: tuple[float, float] = BAND, signal_min: float = SIGNAL_MIN) -> tuple[np.ndarray, np.ndarray]:
     """A step's problems and their rollouts: ``(ids [b_p], counts [b_p])`` with
     ``counts.sum() == b_p * n``.
@@ -283,9 +291,12 @@ def plan_batch(rule: str, estimator: PassRateEstimator, candidate_ids, b_p: int,
     ``variance`` and ``knapsack`` (the batch is the candidates; the rule sets the counts), at
     least ``b_p`` for ``filter`` and ``band`` (:func:`candidates_per_step`), which keep ``b_p``
     of them as the module docstring says and give each ``n``. The pass rates are the
-    ``estimator``'s.
+    ``estimator``'s; ``n_min`` and ``n_max`` default to :func:`bounds`.
     """
     check_rule(rule)
+    lo, hi = bounds(n)
+    n_min = lo if n_min is None else n_min
+    n_max = hi if n_max is None else n_max
     cand = np.asarray(candidate_ids, dtype=np.int64).reshape(-1)
     if cand.size < b_p:
         raise IsosimError(f"plan_batch: {cand.size} candidates for {b_p} problems")
@@ -309,6 +320,6 @@ def plan_batch(rule: str, estimator: PassRateEstimator, candidate_ids, b_p: int,
 
 
 __all__ = [
-    "BAND", "CANDIDATES", "DECAY", "RULES", "SELECTING", "SIGNAL_MIN", "PassRateEstimator", "allocate",
+    "BAND", "CANDIDATES", "DECAY", "N_MAX_FACTOR", "RULES", "SELECTING", "SIGNAL_MIN", "PassRateEstimator", "allocate", "bounds",
     "candidates_per_step", "check_rule", "plan_batch", "signal_probability",
 ]

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from isosim.errors import IsosimError
+from isosim.sim.allocation import check_rule
 from isosim.sim.profiles import get_profile
 
 POLICIES = ("linear", "tabular", "mlp")
 ADVANTAGES = ("grpo", "drgrpo")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_RULES = ("sqrt", "linear", "constant")
-ADDED_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"))
+ADDED_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"), ("allocation", "uniform"))
 """SimConfig fields added after run ids and plan ids were first written: at these values they are
 left out of both, so the ids of earlier runs and plans stay as they were"""
 
@@ -42,6 +43,10 @@ class SimConfig:
     """seed of the run's sampling noise (rollouts, problem order)"""
     data_seed: int | None = None
     """seed of the problem population (default: ``seed``)"""
+    allocation: str = "uniform"
+    """per-problem rollout rule (isosim.sim.allocation.RULES): every problem gets ``n``
+    (uniform), or a rule spreads the same ``b_p * n`` rollouts per step over the batch from each
+    problem's pass rate as estimated from its own sampled history"""
 
     # --- problems ---------------------------------------------------------------------
     profile: str = "easy"
@@ -173,6 +178,9 @@ class SimConfig:
         need(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r} (use {', '.join(OPTIMIZERS)})")
         need(self.lr_rule in LR_RULES, f"unknown lr rule {self.lr_rule!r} (use {', '.join(LR_RULES)})")
         need(self.n_est is None or self.n_est >= self.n, "n_est (decoupled baseline) must be >= n")
+        check_rule(self.allocation)
+        need(self.allocation == "uniform" or (self.n_est is None and not self.zero_var_filter),
+             f"allocation {self.allocation!r} takes neither a decoupled baseline (n_est) nor zero_var_filter")
         need(self.lr > 0, "lr must be positive")
         need(self.lr_power is None or -1.0 <= self.lr_power <= 2.0, "lr_power must lie in [-1, 2]")
         need(self.clusters >= 1 and self.mem_dim >= 1 and self.hidden >= 1, "clusters, mem_dim, hidden must be >= 1")
@@ -226,7 +234,7 @@ class SimConfig:
         """Settings that must agree for runs to share one batched computation."""
         return (
             self.policy, self.n_train, self.n_val, self.responses, self.mem_dim,
-            self.hidden, self.clusters, self.k, self.eval_samples > 0,
+            self.hidden, self.clusters, self.k, self.eval_samples > 0, self.allocation != "uniform",
         )
 
     @functools.cached_property
@@ -252,5 +260,7 @@ class SimConfig:
         d["data_seed"] = self.data_seed if self.data_seed is not None else self.seed
         d["lr_base"] = d.pop("lr")
         d["lr"] = self.step_lr
+        if d["allocation"] == "uniform":  # (records of uniform runs keep the columns they had)
+            del d["allocation"]
         d.update(extra)
         return d

@@ -14,6 +14,7 @@ import torch
 
 from isosim.errors import IsosimError
 from isosim.sim.config import SimConfig
+from isosim.sim.engine import allocated
 from isosim.sim.engine.evaluation import (
     all_logits,
     evaluate,
@@ -72,6 +73,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     closed = linear is not None and linear.closed
     pop_idx = torch.as_tensor([key_index[c.population_key] for c in cfgs], dtype=torch.long, device=device)
     b = _Batch(cfgs, pop, pop_idx, scale, tab_scale, init_params(cfgs, pop, device, dtype), Bmax, device, dtype)
+    alloc = cfgs[0].allocation != "uniform"  # (part of the batch key: every run's rule is, or none)
+    if alloc:
+        allocated.start(b, Bmax)
     settings = {c.run_id: {"run_id": c.run_id, **c.settings()} for c in cfgs}
     rows: list[dict] = []
 
@@ -112,35 +116,46 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             R = len(b.cfgs)
             chunk_len = max(1, min(CHUNK, CHUNK_ROWS // (R * Bmax)))
             s = 0
-            idx_np = np.zeros((R, chunk_len, Bmax), dtype=np.int64)
-            n_max = max((c.n for c in b.cfgs if c.n <= DIRECT_MAX), default=0)
-            u_np = np.full((R, chunk_len, Bmax, n_max), 2.0) if n_max else None
-            for r, (c, st) in enumerate(zip(b.cfgs, b.streams)):
-                idx_np[r, :, : c.b_p] = st.problems(chunk_len)
-                if c.n <= DIRECT_MAX:
-                    u_np[r, :, : c.b_p, : c.n] = st.uniforms(chunk_len)
-            if n_max and not all_co:
-                u_np.sort(axis=-1)  # each group's uniforms in order (the padding 2.0 stays last)
-            # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
-            sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
-            u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
-                     if u_np is not None else None)
-            # gather the chunk's problem tensors once
-            flat_c = v["pop_idx"][None, :, None] * P_all + sched  # rows of the flattened tables, [CHUNK, R, B]
-            chunk = {name: torch.nn.functional.embedding(flat_c, table)  # a row gather, faster than index_select
-                     for name, table in tables.items()}
-            if b.any_reg and not closed:  # the KL pull's fixed part, once per chunk
-                chunk["neg_kl_logpi0"] = chunk["logpi0"] * -b.const["kl"]
-        idx = sched[s]
-        u = u_all[s] if u_all is not None else None
-        here = {k: x[s] for k, x in chunk.items()}
+            if alloc:  # the rules plan each step from the estimates: only candidates are drawn ahead
+                allocated.refill(b, chunk_len)
+            else:
+                idx_np = np.zeros((R, chunk_len, Bmax), dtype=np.int64)
+                n_max = max((c.n for c in b.cfgs if c.n <= DIRECT_MAX), default=0)
+                u_np = np.full((R, chunk_len, Bmax, n_max), 2.0) if n_max else None
+                for r, (c, st) in enumerate(zip(b.cfgs, b.streams)):
+                    idx_np[r, :, : c.b_p] = st.problems(chunk_len)
+                    if c.n <= DIRECT_MAX:
+                        u_np[r, :, : c.b_p, : c.n] = st.uniforms(chunk_len)
+                if n_max and not all_co:
+                    u_np.sort(axis=-1)  # each group's uniforms in order (the padding 2.0 stays last)
+                # step-major layout [CHUNK, R, Bmax, ...]: one step's slice is contiguous
+                sched = torch.as_tensor(idx_np, device=device).transpose(0, 1).contiguous()
+                u_all = (torch.as_tensor(u_np, dtype=dtype, device=device).transpose(0, 1).contiguous()
+                         if u_np is not None else None)
+                # gather the chunk's problem tensors once
+                flat_c = v["pop_idx"][None, :, None] * P_all + sched  # rows of the flattened tables, [CHUNK, R, B]
+                chunk = {name: torch.nn.functional.embedding(flat_c, table)  # a row gather, faster than index_select
+                         for name, table in tables.items()}
+                if b.any_reg and not closed:  # the KL pull's fixed part, once per chunk
+                    chunk["neg_kl_logpi0"] = chunk["logpi0"] * -b.const["kl"]
+        if alloc:
+            idx, u, flat = allocated.plan_step(b, s, not all_co, P_all)
+            here = {name: torch.nn.functional.embedding(flat, table) for name, table in tables.items()}
+            if b.any_reg and not closed:
+                here["neg_kl_logpi0"] = here["logpi0"] * -b.const["kl"]
+        else:
+            idx, flat = sched[s], flat_c[s]
+            u = u_all[s] if u_all is not None else None
+            here = {k: x[s] for k, x in chunk.items()}
 
         if closed:  # the linear policy in closed form: only the draws touch every response
             with torch.no_grad():
                 grads, z, counts, pi = _closed_step(b, here, u, has_len)
         else:
-            grads, z, counts, pi = _general_step(b, here, u, idx, flat_c[s], pop, linear, U_flat, autograd)
+            grads, z, counts, pi = _general_step(b, here, u, idx, flat, pop, linear, U_flat, autograd)
         with torch.no_grad():
+            if alloc:
+                allocated.observe(b, b.last_m)
             _apply_update(b, grads, z, pop, idx, t, here.get("logpi0"))
             # ---- accounting -------------------------------------------------------------------
             v["rollouts"] += b.const["spent"]
@@ -159,7 +174,9 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             for r in due:
                 b.schedule[r].pop(0)
             alive = [r for r, sch in enumerate(b.schedule) if sch]
-            if len(alive) < len(b.cfgs):
+            if len(alive) < len(b.cfgs) and alloc:
+                b.keep(alive)
+            elif len(alive) < len(b.cfgs):
                 ix = torch.as_tensor(alive, dtype=torch.long, device=device)
                 sched = sched[:, ix]
                 flat_c = flat_c[:, ix]

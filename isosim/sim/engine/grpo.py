@@ -132,6 +132,7 @@ def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: 
                                     torch.where(q > 0, (b.const["n"] - m) / q, 0.0)[..., None]))
             counts = spread if counts is None else torch.where(b.const["co"][..., None], spread, counts)
         m_base = _baseline_correct(b, m, p)
+        b.last_m = m  # each group's correct draws (what a pass-rate estimator may observe)
         # ---- advantages and the policy-gradient direction in logit space ----------------------
         A = advantages(correct, adv.bernoulli_baseline(m_base, K_["n_base"]), K_["n_base"], K_["std_norm"],
                        K_["var_factor"])
@@ -189,6 +190,7 @@ def _closed_step(b: _Batch, here, u, has_len: bool):
         m = (counts * here["correct"]).sum(-1)
     if b.any_co:  # (their counts, if any, stay 0: no length model, no tokens)
         m = draw_correct(b, p, u, m)
+    b.last_m = m  # each group's correct draws (what a pass-rate estimator may observe)
     mu = adv.bernoulli_baseline(_baseline_correct(b, m, p), K_["n_base"])
     pg = m * adv.centre(1.0, mu)  # sum of the correct draws' centred rewards (isosim.sim.advantage)
     if b.decoupled:  # the baseline is not the group's own mean: the draws' advantages do not sum to 0

@@ -62,7 +62,8 @@ class _Batch:
 
     def _flags(self) -> None:
         cfgs = self.cfgs
-        self.big = [r for r, c in enumerate(cfgs) if c.n > DIRECT_MAX]
+        # (a rule's groups draw from uniforms whatever their size: isosim.sim.engine.allocated)
+        self.big = [r for r, c in enumerate(cfgs) if c.n > DIRECT_MAX and c.allocation == "uniform"]
         co = [correct_only(c) for c in cfgs]
         self.all_co, self.any_co = all(co), any(co)
         self.big_counts = [r for r in self.big if not co[r]]  # large n, per-response counts

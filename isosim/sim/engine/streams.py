@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from isosim.sim.allocation import candidates_per_step
 from isosim.sim.config import SimConfig
 from isosim.sim.epochs import EpochSampler
 
@@ -26,10 +27,18 @@ class RunStreams:
         self.evals = np.random.default_rng(evals)
         self.cfg = cfg
         self.epochs = EpochSampler.from_generator(cfg.n_train, self.order)
+        # a rule's tie-breaks (a further child: the five above are what they were without it)
+        self.alloc = np.random.default_rng(ss.spawn(1)[0]) if cfg.allocation != "uniform" else None
 
     def problems(self, steps: int) -> np.ndarray:
         """The next ``steps`` batches of problem indices, epoch by epoch, [steps, b_p]."""
         return self.epochs.next(steps * self.cfg.b_p).reshape(steps, self.cfg.b_p)
+
+    def candidates(self, steps: int) -> np.ndarray:
+        """The next ``steps`` sets of candidate problems of an allocation rule, epoch by epoch,
+        [steps, candidates_per_step] (``b_p`` of them for the rules that do not select)."""
+        width = candidates_per_step(self.cfg.allocation, self.cfg.b_p)
+        return self.epochs.next(steps * width).reshape(steps, width)
 
     def uniforms(self, steps: int) -> np.ndarray:
         """Uniforms for the direct count sampler, [steps, b_p, n]."""
