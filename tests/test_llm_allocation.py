@@ -224,6 +224,19 @@ def test_bad_allocation_settings_are_one_line_errors(assets, tmp_path):
                     reward_fn=problem_reward, log=lambda s: None).setup()
 
 
+def test_allocation_through_validate_and_f8_settings(tmp_path):
+    from llm_runs.config import RunConfig
+    from llm_runs.launch.validate import base_settings, parse_sets
+    from llm_runs.organism.f8 import run_config
+
+    planned = {"data": "x.jsonl", "n": 4, "b_p": 2, "budget": 8}
+    assert RunConfig.from_dict({**base_settings(None, parse_sets(["allocation=band"])), **planned}).allocation == "band"
+    with pytest.raises(IsosimError, match="allocation must be one of"):
+        RunConfig.from_dict({**base_settings(None, parse_sets(["allocation=greedy"])), **planned})
+    cfg = run_config("hard-128-t06", 32, 0, 200000, "m", tmp_path / "n32_bp16_s0", {"allocation": "knapsack"})
+    assert RunConfig.from_dict(cfg).allocation == "knapsack"
+
+
 def _isosim(*args):
     return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *map(str, args)], capture_output=True,
                           text=True, cwd=ROOT, timeout=600,
