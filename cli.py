@@ -172,11 +172,16 @@ def analyze(
     force: bool = typer.Option(False, "--force", help="overwrite the frontier.json and figures already in the output folder (e.g. explore's)"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
+    from isosim import records
     from isosim.errors import IsosimError
     from isosim.frontier import report
     from isosim.integrations import default_metric, load_runs
 
     df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
+    rules = records.allocation_summary(df) or {}
+    if len(rules) > 1:  # the frontier compares n: runs of another rule at the same n are not seeds of it
+        raise IsosimError(f"{path}: the records mix allocation rules ({', '.join(rules)}); analyze each rule's "
+                          "runs apart (one folder or table per rule)")
     metric = report.metric_column(metric) if metric is not None else default_metric(df)
     typer.echo(f"{path}: {what}; metric {metric}")
     if out is None:

@@ -35,6 +35,17 @@ Metrics (at least one is required by the analysis):
                        [0, 1] (the last bin includes 1.0): the interference diagnostic
 =====================  =================================================================
 
+Per-problem allocation (optional; only runs whose rule is not uniform have them):
+
+=================  =====================================================================
+``allocation``     str, the rule of ``isosim.sim.allocation`` that set each problem's n
+                   (missing or empty: uniform, every problem gets ``n``); ``n`` is then
+                   the mean rollouts per problem, ``b_p * n`` per step as for uniform
+``alloc_n_min``    least, mean and largest per-problem n over the groups sampled since
+``alloc_n_mean``   the previous row of the run (None on a run's first row)
+``alloc_n_max``
+=================  =====================================================================
+
 Any other column is a setting of the run (``policy``, ``lr``, ``profile``...) and is carried
 along untouched.
 """
@@ -55,6 +66,7 @@ HIST_BINS = 10
 HIST_COLUMNS = tuple(f"train_hist_{i}" for i in range(HIST_BINS))
 ZERO_THRESHOLD = 0.01
 REQUIRED_INPUT = ("n", "b_p", "seed", "rollouts")
+ALLOCATION_COLUMNS = ("allocation", "alloc_n_min", "alloc_n_mean", "alloc_n_max")
 
 
 def pass_histogram(p: np.ndarray) -> np.ndarray:
@@ -62,6 +74,26 @@ def pass_histogram(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     idx = np.clip((p * HIST_BINS).astype(int), 0, HIST_BINS - 1)
     return np.bincount(idx, minlength=HIST_BINS) / max(len(p), 1)
+
+
+def allocation_summary(df: pd.DataFrame) -> dict[str, dict] | None:
+    """Per allocation rule of a normalised table: its runs and the per-problem n its rows report
+    (for uniform, the ``n`` column); None when no row names a rule (every run uniform)."""
+    if "allocation" not in df.columns or df["allocation"].isna().all():
+        return None
+    rule = df["allocation"].where(df["allocation"].notna() & (df["allocation"].astype(str) != ""), "uniform")
+    out: dict[str, dict] = {}
+    for name, g in df.groupby(rule.astype(str), sort=True):
+        entry: dict = {"runs": int(g["run_id"].nunique()), "n": sorted(int(v) for v in g["n"].unique())}
+        cols = {c: pd.to_numeric(g[c], errors="coerce") if c in g.columns else pd.Series(dtype=float)
+                for c in ALLOCATION_COLUMNS[1:]}
+        if name == "uniform" or cols["alloc_n_mean"].isna().all():
+            entry.update(n_min=int(g["n"].min()), n_max=int(g["n"].max()), n_mean=float(g["n"].mean()))
+        else:
+            entry.update(n_min=int(cols["alloc_n_min"].min()), n_max=int(cols["alloc_n_max"].max()),
+                         n_mean=float(cols["alloc_n_mean"].mean()))
+        out[str(name)] = entry
+    return out
 
 
 def normalize(df: pd.DataFrame, *, source: str = "table") -> pd.DataFrame:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from isosim.errors import IsosimError
+from isosim.sim.allocation import RULES as ALLOCATIONS
 
 # The paper's two regularisation recipes (PAPER.md, "healthy recipe"): the easy set needs a KL
 # loss to the base model plus an entropy bonus, the hard set neither. The paper does not print
@@ -76,6 +77,9 @@ class RunConfig:
     n_est: int | None = _f(None, "rollouts per problem for the baseline (decoupled baseline); default n")
     budget: int = _f(0, "sampling budget in rollouts (b_p * n_est per step); the run stops before exceeding it")
     budget_tokens: int | None = _f(None, "also stop once this many response tokens were sampled")
+    allocation: str = _f("uniform", "per-problem rollouts (isosim.sim.allocation): 'uniform' (every problem gets "
+                                    "n) or a rule that sets each problem's n from its estimated pass rate, at "
+                                    "b_p * n rollouts per step", ALLOCATIONS)
 
     # --- algorithm -------------------------------------------------------------------------
     recipe: str = _f("easy", "paper recipe: 'easy' (KL + entropy bonus) or 'hard' (neither)", tuple(RECIPES))
@@ -176,6 +180,11 @@ class RunConfig:
                 "n = n_est = 1 gives every rollout a zero advantage (the group baseline is the reward "
                 "itself): use n >= 2, or a decoupled baseline with --n-est >= 2"
             )
+        if self.allocation != "uniform" and (self.n_est != self.n or self.filter_zero_variance):
+            raise IsosimError(
+                f"allocation {self.allocation!r} takes neither a decoupled baseline (n_est > n) nor "
+                "filter_zero_variance: the rule sets every group's size, and its baseline is that group"
+            )
         if self.budget < self.rollouts_per_step:
             raise IsosimError(
                 f"budget ({self.budget} rollouts) is smaller than one step "
@@ -200,7 +209,7 @@ class RunConfig:
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")
         for name, choices in (("recipe", tuple(RECIPES)), ("advantage", ADVANTAGES), ("loss_agg", LOSS_AGGS),
                               ("sampler", SAMPLERS), ("train_forward", ("hf", "lean")), ("lr_rule", LR_RULES),
-                              ("precision", PRECISIONS),
+                              ("precision", PRECISIONS), ("allocation", ALLOCATIONS),
                               ("prompt_template", TEMPLATES), ("answer_fallback", ANSWER_FALLBACKS),
                               ("vllm_dtype", ("auto", "float32", "bfloat16", "float16"))):
             value = getattr(self, name)

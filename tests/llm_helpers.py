@@ -15,6 +15,14 @@ def crc_reward(texts, golds):
     return [float(zlib.crc32(t.encode()) % 2) for t in texts]
 
 
+def problem_reward(texts, golds):
+    """A deterministic 0/1 reward whose rate depends on the problem: each gold answer hashes to a
+    pass rate in {0, 1/4, 1/2, 3/4, 1}, and a completion passes by a hash of itself and the gold
+    (so estimated pass rates differ between problems, which allocation rules act on)."""
+    return [float(zlib.crc32((t + g).encode()) % 1000 < (zlib.crc32(g.encode()) % 5) * 250)
+            for t, g in zip(texts, golds)]
+
+
 def cli_args(defaults: dict, **over) -> list[str]:
     """``--key value`` flags of ``llm_runs.training.train`` from ``defaults`` updated by ``over`` (``b_p`` ->
     ``--b-p``); booleans become ``--key`` / ``--no-key``."""

@@ -120,6 +120,22 @@ def test_samples_of_neighbouring_prompts_draw_different_streams(engine):
     assert len({tuple(c) for c in batch.completion_ids}) == 4
 
 
+def test_unequal_group_sizes(engine):
+    """One request per prompt with its own n (none for n = 0): prompt-major groups, the trainer's
+    log-probs, and each prompt's seed after the samples of the prompts before it."""
+    sampler, model, tok = engine
+    sampler.sync_weights(model)
+    prompts = [*_prompts(tok), tok("7 times 6 is")["input_ids"]]
+    kw = dict(temperature=1.0, top_p=1.0, max_new_tokens=12)
+    batch = sampler.generate(prompts, n=[3, 0, 2], seed=7, **kw)
+    assert batch.prompt_ids == [prompts[0]] * 3 + [prompts[2]] * 2
+    assert _trainer_logprobs(model, tok, batch) < _tol(sampler)
+    alone = sampler.generate([prompts[2]], n=2, seed=7 + 3, **kw)  # prompt 2's seed: 7 + the 3 before it
+    assert alone.completion_ids == batch.completion_ids[3:]
+    equal = sampler.generate(prompts, n=[2, 2, 2], seed=7, **kw)
+    assert equal.completion_ids == sampler.generate(prompts, n=2, seed=7, **kw).completion_ids
+
+
 def test_a_large_seeded_batch(engine):
     """1024 seeded samples: more prompt tokens than one engine step takes (vLLM-CPU crashed when a
     seeded request's prefill was split across steps)."""

@@ -172,6 +172,8 @@ def test_runs_that_cannot_share_a_process_are_refused(quick_organism, tmp_path):
         check_group([_cfg(pool, tmp_path / "a", 0, sampler="hf")])
     with pytest.raises(IsosimError, match="same --out"):
         check_group([_cfg(pool, tmp_path / "a", 0), _cfg(pool, tmp_path / "a", 1)])
+    with pytest.raises(IsosimError, match="allocation uniform"):
+        check_group([_cfg(pool, tmp_path / "a", 0, allocation="band")])
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(_cfg(pool, tmp_path / "c", 0, micro_batch_size=4).to_dict()))
     assert main(["--config", str(path)]) == 2

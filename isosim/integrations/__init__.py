@@ -26,9 +26,15 @@ TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json", ".ndjson")
 
 
 def _summary(df: pd.DataFrame, source: str) -> str:
+    from isosim.records import allocation_summary
+
     runs = df["run_id"].nunique()
     ns = ", ".join(str(int(v)) for v in sorted(df["n"].unique()))
-    return f"{runs} run{'s' if runs != 1 else ''} from {source}, n = {ns}"
+    text = f"{runs} run{'s' if runs != 1 else ''} from {source}, n = {ns}"
+    for rule, a in (allocation_summary(df) or {}).items():  # per-problem n, where a rule set it
+        text += (f"; allocation {rule} ({a['runs']} run{'s' if a['runs'] != 1 else ''}): per-problem n "
+                 f"{a['n_min']}-{a['n_max']}, mean {a['n_mean']:.3g}")
+    return text
 
 
 def _native(path: Path) -> str | None:

@@ -34,8 +34,10 @@ class SampleBatch:
 
 
 class Sampler(Protocol):
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,
-                 max_new_tokens: int, seed: int) -> SampleBatch: ...
+    def generate(self, prompts: Sequence[Sequence[int]], n: int | Sequence[int], temperature: float, top_p: float,
+                 max_new_tokens: int, seed: int) -> SampleBatch:
+        """``n`` samples of every prompt, or ``n[i]`` of prompt ``i`` (groups of unequal size);
+        prompt-major either way (:func:`group_sizes`)."""
 
     def sync_weights(self, model: Any) -> None:
         """Make the sampler draw from ``model``'s current weights."""
@@ -48,6 +50,17 @@ class Sampler(Protocol):
         """True when the sampler lost its weights (e.g. vLLM's level-2 sleep): sync before generate."""
 
     def close(self) -> None: ...
+
+
+def group_sizes(n: int | Sequence[int], num_prompts: int) -> list[int]:
+    """Samples per prompt: ``n`` for each of ``num_prompts`` prompts, or the list ``n`` itself
+    (one non-negative count per prompt)."""
+    if isinstance(n, int):
+        return [n] * num_prompts
+    sizes = [int(k) for k in n]
+    if len(sizes) != num_prompts or any(k < 0 for k in sizes):
+        raise ValueError(f"need one sample count >= 0 per prompt ({num_prompts}), got {sizes}")
+    return sizes
 
 
 def cut_at_eos(tokens: Sequence[int], eos: set[int]) -> tuple[int, bool]:

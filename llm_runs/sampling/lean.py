@@ -11,7 +11,8 @@ no sync is needed) in a short loop over a preallocated key/value cache, and save
 ``generate`` repeats:
 
 * **one prefill per prompt**, not per sample: the ``n`` samples of a prompt share its keys and
-  values (the prompt part of the cache is computed for the unique prompts and gathered per row);
+  values (the prompt part of the cache is computed for the unique prompts and gathered per row;
+  with unequal ``n[i]`` each prompt's group shares its own prefill the same way);
 * **finished rows leave the batch**: rows that emitted an end-of-sequence token are dropped from
   the cache (``generate`` keeps computing them and throws the tokens away).
 
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 
 from isosim.errors import IsosimError
-from llm_runs.sampling.batch import SampleBatch
+from llm_runs.sampling.batch import SampleBatch, group_sizes
 
 
 class LlamaParts:
@@ -211,14 +212,14 @@ class LeanSampler:
         pass
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,
+    def generate(self, prompts: Sequence[Sequence[int]], n: int | Sequence[int], temperature: float, top_p: float,
                  max_new_tokens: int, seed: int) -> SampleBatch:
         out = SampleBatch()
         device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
         prompts = [list(p) for p in prompts]
-        requests = [i for i in range(len(prompts)) for _ in range(n)]
+        requests = [i for i, k in enumerate(group_sizes(n, len(prompts))) for _ in range(k)]
         fork_devices = [device] if device.type == "cuda" else []
         try:
             with torch.random.fork_rng(devices=fork_devices):

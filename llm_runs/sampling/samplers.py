@@ -2,7 +2,8 @@
 
 ``generate(prompts, n, temperature, top_p, max_new_tokens, seed)`` returns a ``SampleBatch`` whose
 sequences are prompt-major: sequence ``i * n + j`` is the j-th sample of prompt i, so a group is
-``.view(-1, n)``. ``logprobs[i][t]`` is the log-probability, under the distribution the sampler
+``.view(-1, n)``. ``n`` may also be a list, ``n[i]`` samples of prompt i (groups of unequal
+size, still prompt-major; :func:`llm_runs.sampling.batch.group_sizes`). ``logprobs[i][t]`` is the log-probability, under the distribution the sampler
 actually drew from (logits / temperature, then top-p), of completion token t. A completion holds
 its tokens up to and including the first end-of-sequence token; ``truncated`` marks those that hit
 ``max_new_tokens`` first.
@@ -27,7 +28,12 @@ from typing import Any
 
 import torch
 
-from llm_runs.sampling.batch import SampleBatch, Sampler, cut_at_eos  # noqa: F401  (the interface, named here too)
+from llm_runs.sampling.batch import (  # noqa: F401  (the interface, named here too)
+    SampleBatch,
+    Sampler,
+    cut_at_eos,
+    group_sizes,
+)
 
 
 class _LogprobRecorder:
@@ -93,11 +99,11 @@ class HFSampler:
         pass
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,
+    def generate(self, prompts: Sequence[Sequence[int]], n: int | Sequence[int], temperature: float, top_p: float,
                  max_new_tokens: int, seed: int) -> SampleBatch:
         from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-        requests = [list(p) for p in prompts for _ in range(n)]
+        requests = [list(p) for p, k in zip(prompts, group_sizes(n, len(prompts))) for _ in range(k)]
         out = SampleBatch()
         device = next(self.model.parameters()).device
         eos = set(self.eos)

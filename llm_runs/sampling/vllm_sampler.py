@@ -29,17 +29,20 @@ How it works (TRL's "colocate" mode, tensor parallel size 1):
   ``logprobs=0``, so each token's log-prob is taken after temperature and top-p, i.e. from the
   distribution it was drawn from, as the hf sampler reports.
 * Seeds: prompt i of a call gets seed ``seed + i * n``; vLLM gives its j-th sample
-  ``seed + i * n + j``, so every sample of a call draws its own random stream.
+  ``seed + i * n + j``, so every sample of a call draws its own random stream. With unequal
+  group sizes ``n[i]`` (one ``SamplingParams(n=n[i])`` per request) prompt i gets ``seed`` plus
+  the samples of the prompts before it, the same rule (a prompt with ``n[i] = 0`` is not sent).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from isosim.errors import IsosimError
-from llm_runs.sampling.batch import SampleBatch
+from llm_runs.sampling.batch import SampleBatch, group_sizes
 
 _WRAPPER_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.", "module.")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -62,9 +65,11 @@ def _reprocess_tied_heads(worker: Any) -> int:
     return done
 
 
-def request_seeds(seed: int, num_prompts: int, n: int) -> list[int]:
-    """The per-prompt seeds: vLLM seeds sample j of a prompt with seed ``seed_i + j``."""
-    return [seed + i * n for i in range(num_prompts)]
+def request_seeds(seed: int, num_prompts: int, n: int | Sequence[int]) -> list[int]:
+    """The per-prompt seeds: vLLM seeds sample j of a prompt with seed ``seed_i + j``, so prompt i
+    starts after the samples of the prompts before it (``seed + i * n`` for a common ``n``)."""
+    before = itertools.accumulate(group_sizes(n, num_prompts), initial=0)
+    return [seed + b for b, _ in zip(before, range(num_prompts))]
 
 
 def _clean_name(name: str) -> str:
@@ -221,17 +226,22 @@ class VLLMSampler:
     def close(self) -> None:
         self.release()
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, temperature: float, top_p: float,
+    def generate(self, prompts: Sequence[Sequence[int]], n: int | Sequence[int], temperature: float, top_p: float,
                  max_new_tokens: int, seed: int) -> SampleBatch:
         if self.sleeping or not self.weights_valid:
             raise RuntimeError("vLLM engine is asleep: call sync_weights before generate")
+        sizes = group_sizes(n, len(prompts))
+        sent = [i for i, k in enumerate(sizes) if k > 0]  # vLLM takes no request for zero samples
+        seeds = request_seeds(seed, len(prompts), sizes)
         params = [
-            self._SamplingParams(n=n, temperature=temperature, top_p=top_p, top_k=-1, max_tokens=max_new_tokens,
-                                 stop_token_ids=self.eos, logprobs=0, seed=s, skip_special_tokens=True)
-            for s in request_seeds(seed, len(prompts), n)
+            self._SamplingParams(n=sizes[i], temperature=temperature, top_p=top_p, top_k=-1,
+                                 max_tokens=max_new_tokens, stop_token_ids=self.eos, logprobs=0, seed=seeds[i],
+                                 skip_special_tokens=True)
+            for i in sent
         ]
+        prompts = [prompts[i] for i in sent]
         outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], sampling_params=params,
-                                    use_tqdm=False)
+                                    use_tqdm=False) if sent else []
         out = SampleBatch()
         eos = set(self.eos)
         for prompt, result in zip(prompts, outputs):

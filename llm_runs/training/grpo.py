@@ -34,6 +34,30 @@ def group_advantages(rewards: torch.Tensor, n: int, n_est: int, kind: str = "grp
     return advantage.group_advantages(rewards.float().view(-1, n_est), n, kind, ADV_EPS)
 
 
+def unequal_group_advantages(rewards: torch.Tensor, sizes: Sequence[int], kind: str = "grpo") -> torch.Tensor:
+    """Advantages (sum(sizes),) of consecutive groups of unequal size: group g's rewards are
+    centred (and scaled) by the mean (and std) of its own ``sizes[g]`` rewards, the formula of
+    :func:`group_advantages` (groups of one size are computed together, so equal sizes give its
+    numbers exactly). A group of one rollout has no baseline but itself: its advantage is 0."""
+    sizes = [int(k) for k in sizes]
+    if any(k < 0 for k in sizes) or sum(sizes) != rewards.numel():
+        raise ValueError(f"group sizes {sizes} do not cover the {rewards.numel()} rewards")
+    flat = rewards.float().reshape(-1)
+    out = torch.zeros_like(flat)
+    starts = torch.tensor([0, *sizes[:-1]], dtype=torch.long).cumsum(0) if sizes else torch.zeros(0, dtype=torch.long)
+    for k in sorted(set(sizes) - {0, 1}):
+        first = starts[[g for g, size in enumerate(sizes) if size == k]]
+        idx = (first[:, None] + torch.arange(k)[None, :]).reshape(-1)
+        out[idx] = advantage.group_advantages(flat[idx].view(-1, k), k, kind, ADV_EPS).reshape(-1)
+    return out
+
+
+def unequal_zero_variance_groups(rewards: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
+    """Bool (len(sizes),): groups whose rewards are all equal (a group of one always is)."""
+    parts = torch.split(rewards.reshape(-1), [int(k) for k in sizes])
+    return torch.tensor([bool((p == p[:1]).all()) for p in parts], dtype=torch.bool)
+
+
 def zero_variance_groups(rewards: torch.Tensor, n_est: int) -> torch.Tensor:
     """Bool (B_p,): groups whose n_est rewards are all equal (they carry no policy-gradient signal)."""
     r = rewards.view(-1, n_est)

@@ -57,6 +57,9 @@ def check_group(cfgs: Sequence[RunConfig]) -> None:
                               f"(micro_batch_size >= b_p * n = {c.b_p * c.n})")
         if c.precision == "bf16":
             raise IsosimError(f"{c.run_id}: runs in one process compute in fp32")
+        if getattr(c, "allocation", "uniform") != "uniform":
+            raise IsosimError(f"{c.run_id}: runs in one process give every problem the same n "
+                              f"(allocation uniform, not {c.allocation!r})")
         diff = [k for k in SHARED if getattr(c, k) != getattr(first, k)]
         if diff:
             raise IsosimError(f"{c.run_id} differs from {first.run_id} in {', '.join(diff)}: runs in one process "

@@ -10,7 +10,7 @@ import numpy as np
 
 from isosim.errors import IsosimError
 
-TAG_TRAIN, TAG_VAL, TAG_TRAIN_EVAL = 0, 1, 2  # which draws a derived seed is for
+TAG_TRAIN, TAG_VAL, TAG_TRAIN_EVAL, TAG_ALLOC = 0, 1, 2, 3  # which draws a derived seed is for
 
 
 def derive_seed(*parts: int) -> int:

@@ -71,7 +71,7 @@ class JsonlLog:
 
 
 # settings added after runs were saved without them: a missing one reads as its default
-ADDED_SETTINGS = {"train_forward": "hf"}
+ADDED_SETTINGS = {"train_forward": "hf", "allocation": "uniform"}
 
 
 def config_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:

@@ -34,6 +34,9 @@ Departures from textbook GRPO (DeepSeekMath, Shao et al. 2024)
 9. Responses that hit ``max_new_tokens`` are trained on like any other (no overlong penalty,
    no masking); rewards need a ``\\boxed{}`` answer (no partial credit, no format reward).
 
+``--allocation RULE`` (not uniform) gives each of a step's problems its own n from its estimated
+pass rate, at the same ``b_p * n`` rollouts per step (:mod:`llm_runs.training.allocator`).
+
 Compute accounting: ``rollouts`` counts every sampled completion (including baseline-only ones);
 ``tokens`` counts every sampled response token. Evaluation samples are not counted.
 """
@@ -62,6 +65,7 @@ from llm_runs.problems.data import (
     split_train_val,
 )
 from llm_runs.training import runlog
+from llm_runs.training.allocator import Allocator, step_groups
 from llm_runs.training.policy_update import PolicyUpdate
 from llm_runs.training.processes import (  # noqa: F401  (STOP_SIGNALS and the TAG_* named here as before)
     STOP_SIGNALS,
@@ -191,6 +195,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 
         # --- run state --------------------------------------------------------------------------
         self.order = EpochSampler(len(self.train_problems), cfg.seed)
+        self.allocator = Allocator(cfg.allocation, len(self.train_problems), cfg.b_p, cfg.n, cfg.n_est, cfg.seed)
         self.step, self.rollouts, self.tokens, self.wall = 0, 0, 0, 0.0
         self.pass_rates: dict[str, float] = {}  # problem id -> pass rate of its latest group
         self.eval_at = eval_steps(cfg.total_steps, cfg.eval_points)
@@ -260,11 +265,14 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         acc.save_state(str(tmp), safe_serialization=True)
         acc.wait_for_everyone()
         if acc.is_main_process:
-            runlog.write_state(tmp, {
+            state = {
                 "step": self.step, "rollouts": self.rollouts, "tokens": self.tokens, "wall_s": self.wall,
                 "order": self.order.state_dict(), "pass_rates": self.pass_rates,
                 "records_bytes": self.records.size(), "metrics_bytes": self.metrics_log.size(),
-            })
+            }
+            if not self.allocator.uniform:
+                state["allocation"] = self.allocator.state_dict()
+            runlog.write_state(tmp, state)
             runlog.commit_checkpoint(self.out, tmp)
         acc.wait_for_everyone()
 
@@ -281,6 +289,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             self.wall = float(state["wall_s"])
             self.order.load_state_dict(state["order"])
             self.pass_rates = {str(k): float(v) for k, v in state["pass_rates"].items()}
+            self.allocator.load_state_dict(state.get("allocation"))
             records_bytes, metrics_bytes = int(state["records_bytes"]), int(state["metrics_bytes"])
         except (KeyError, TypeError, ValueError) as exc:
             raise IsosimError(f"{ckpt}: unreadable checkpoint (bad trainer state: {exc})") from None
@@ -355,14 +364,16 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         return self.records.rows()
 
     def train_step(self) -> dict[str, float]:
-        """One step: sample B_p * n_est rollouts, score them, update on B_p * n of them."""
+        """One step: sample B_p * n_est rollouts, score them, update on B_p * n of them (with an
+        allocation rule: B_p * n rollouts in groups of the sizes it chose, all in the update)."""
         m: dict[str, float] = {}
         t = time.perf_counter()
         mine = self.next_problems()
         self._sync_sampler()
         cfg = self.cfg
-        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=cfg.n_est, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=self.rollout_seed())
+        batch = self.sampler.generate([self.train_prompts[i] for i in mine], n=self.group_sizes(),
+                                      temperature=cfg.temperature, top_p=cfg.top_p,
+                                      max_new_tokens=cfg.max_new_tokens, seed=self.rollout_seed())
         self.sampler.release()
         m["time/sample_s"] = time.perf_counter() - t
         rewards, keep, update_args = self.select(mine, batch, m)
@@ -372,59 +383,65 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         return self.bookkeeping(mine, batch, rewards, keep, m)
 
     def next_problems(self) -> list[int]:
-        """This step's problems of this process (the draw is identical on every process)."""
+        """This step's problems of this process, and their group sizes (``group_sizes``): the plan
+        is identical on every process."""
         cfg = self.cfg
-        idx = self.order.next(cfg.b_p)
+        idx, counts = self.allocator.plan(self.order, self.step)
         per = cfg.b_p // self.world
+        self._plan = (counts, counts[self.rank * per:(self.rank + 1) * per])
         return idx[self.rank * per:(self.rank + 1) * per]
+
+    def group_sizes(self) -> int | list[int]:
+        """The sampler's ``n`` for this step's problems: n_est, or the allocation rule's sizes."""
+        return self.cfg.n_est if self.allocator.uniform else list(self._plan[1])
 
     def rollout_seed(self) -> int:
         return derive_seed(self.cfg.seed, self.step, self.rank, TAG_TRAIN)
 
     def select(self, mine: list[int], batch: Any, m: dict[str, float]) -> tuple[Any, Any, tuple]:
         """Rewards of the rollouts, the groups kept, and the arguments of ``update`` (the first n
-        rollouts of each kept group and their advantages)."""
+        rollouts of each kept group and their advantages; groups of unequal size each take their
+        own baseline)."""
         import torch
 
-        from llm_runs.training.grpo import group_advantages, zero_variance_groups
-
         cfg = self.cfg
+        sizes = self._plan[1]
         t = time.perf_counter()
-        golds = [self.train_problems[i].answer for i in mine for _ in range(cfg.n_est)]
+        golds = [self.train_problems[i].answer for i, k in zip(mine, sizes) for _ in range(k)]
         rewards = torch.tensor(self.score(batch.texts, golds), dtype=torch.float32)
         m["time/score_s"] = time.perf_counter() - t
         # advantages: a group is a reshape (see llm_runs.training.grpo)
-        per = len(mine)
-        adv = group_advantages(rewards, cfg.n, cfg.n_est, cfg.advantage)  # (per, n)
-        keep = torch.ones(per, dtype=torch.bool)
-        if cfg.filter_zero_variance:
-            keep = ~zero_variance_groups(rewards, cfg.n_est)
-        sel = [g * cfg.n_est + j for g in range(per) if keep[g] for j in range(cfg.n)]
-        sel_adv = [float(adv[g, j]) for g in range(per) if keep[g] for j in range(cfg.n)]
+        g = step_groups(rewards, sizes, cfg, self.allocator.uniform)
+        self._groups = g
+        sel, sel_adv = g.sel, g.sel_adv
         # A process whose groups were all filtered still runs a forward and backward (weight 0) on
         # one real sequence, so that DDP / FSDP collectives stay in step across processes.
         args = ([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
                 [batch.logprobs[i] for i in sel], sel_adv,
                 (batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0]))
-        return rewards, keep, args
+        return rewards, g.keep, args
 
     def bookkeeping(self, mine: list[int], batch: Any, rewards: Any, keep: Any, m: dict[str, float]
                     ) -> dict[str, float]:
-        """The step's counters (global over processes) and its reward / length metrics."""
+        """The step's counters (global over processes), the estimator's evidence (with an
+        allocation rule) and the step's reward / length metrics."""
         import torch
 
-        from llm_runs.training.grpo import zero_variance_groups
-
         cfg = self.cfg
-        group_rates = rewards.view(-1, cfg.n_est).mean(dim=1).tolist()
-        for rank_rates in self._gather_object([(self.train_problems[i].id, r) for i, r in zip(mine, group_rates)]):
+        g = self._groups
+        counts, sizes = self._plan
+        if not self.allocator.uniform:  # every process's groups, in batch order, to the estimator the next plans read
+            results = [x for part in self._gather_object(list(zip(mine, g.sums, sizes))) for x in part]
+            self.allocator.observe([i for i, _, _ in results], [s for _, s, _ in results], [k for _, _, k in results])
+            m.update(self.allocator.step_metrics(counts))
+        for rank_rates in self._gather_object([(self.train_problems[i].id, r) for i, r in zip(mine, g.rates)]):
             for pid, r in rank_rates:
                 self.pass_rates[pid] = r
         lengths = torch.tensor([len(c) for c in batch.completion_ids], dtype=torch.float32)
         sums = self._sum([rewards.sum().item(), (rewards ** 2).sum().item(), float(len(rewards)),
                           lengths.sum().item(), lengths.max().item() if len(lengths) else 0.0,
                           float(sum(batch.truncated)), float((~keep).sum().item()),
-                          float(zero_variance_groups(rewards, cfg.n_est).sum().item())])
+                          float(g.zero_var.sum().item())])
         count = sums[2]
         self.step += 1
         self.rollouts += int(count)
@@ -484,6 +501,8 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
     def _log_step(self, m: dict[str, float]) -> None:
         cfg = self.cfg
         row = {"step": self.step, "rollouts": self.rollouts, "tokens": self.tokens, "wall_s": self.wall, **m}
+        if not self.allocator.uniform:
+            row["alloc/counts"] = self.allocator.last
         if self.accelerator.is_main_process:
             self.metrics_log.append(row)
             if self.tb is not None:

@@ -76,6 +76,7 @@ class Evaluation:
             "eval_n": cfg.eval_n, "val_size": len(self.val_problems), "train_size": len(self.train_problems),
             "budget": cfg.budget, "source": "llm_runs",
         })
+        row.update(self.allocator.record_fields())  # (none for uniform: its records keep their columns)
         if self.accelerator.is_main_process:
             self.records.append(row)
         self._log(f"eval @ step {self.step} ({self.rollouts} rollouts): val avg@{cfg.eval_k}={row['val_avg']:.3f} "
