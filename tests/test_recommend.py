@@ -121,10 +121,17 @@ def test_track_record_is_read_from_the_scoreboard(tmp_path):
     from isosim.predict.recommend import track_record
 
     doc = {"sweeps": {"easy-3200": {"n_best_raw": [4, 4], "predictors": {"isosim_profile": {
-        "n_pick": 16, "regret": 0.065, "noise": 0.009, "octaves_max": 2}}}}}
+        "n_pick": 16, "regret": 0.065, "noise": 0.009, "octaves_max": 2}},
+        "predictors_best": {"isosim_profile": {"n_pick": 16, "regret": 0.048, "noise": 0.012}}}}}
     (tmp_path / "sb.json").write_text(json.dumps(doc))
     assert track_record(tmp_path / "sb.json") == [{"sweep": "easy-3200", "n_pick": 16, "n_best": 4, "regret": 0.065,
-                                                   "noise": 0.009, "octaves_max": 2}]
+                                                   "noise": 0.009, "octaves_max": 2, "regret_best": 0.048,
+                                                   "noise_best": 0.012}]
+    # both readings are named on the terminal
+    from isosim.predict.recommend import track_record_lines
+
+    lines = track_record_lines(track_record(tmp_path / "sb.json"))
+    assert "0.0480 in the best reading" in lines[0] and "0.0650 in the final reading" in lines[0]
     assert track_record(tmp_path / "missing.json") == []
 
 
