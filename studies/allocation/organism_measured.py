@@ -13,7 +13,9 @@
 #   read off uniform's seed-mean curve (`isosim.predict.allocation.crossing`). The uniform runs end
 #   at the budget, so a rule that beats uniform's whole curve reads `None` (> 1);
 # * `rule_compute_to_uniform_top`: the compute the rule needs to reach uniform's reward at the
-#   budget, over the budget (the goal: at most 0.5 on one setting);
+#   budget, over the budget (the goal: at most 0.5 on one setting), beside
+#   `uniform_compute_to_own_top`, uniform's own (below 1 where its curve peaks before the budget,
+#   which makes the goal easy to meet without any gain) and both curves' peaks (rollouts, reward);
 # * whether the prediction had the gain's sign, and its size within 2 measured se.
 
 # %%
@@ -95,6 +97,10 @@ for name, (uniform_dir, n, setting) in SETTINGS.items():
         "ratio_note": "None: uniform's curve (which ends at the budget) never reaches the rule's reward",
         "rule_compute_to_uniform_top": None if reach is None else reach / budget,
         "half_compute_goal_met": bool(reach is not None and reach <= 0.5 * budget),
+        # uniform reaches its own reward at the budget this early where its curve peaks before it
+        "uniform_compute_to_own_top": crossing(cu, ru, float(top_u.mean())) / budget,
+        "peaks": {"uniform": [float(cu[np.argmax(ru)]), float(ru.max())],
+                  "rule": [float(cr[np.argmax(rr)]), float(rr.max())]},
         "per_problem_n": {"min": min(r.get("alloc_n_min") or n for rows in got for r in rows),
                           "max": max(r.get("alloc_n_max") or n for rows in got for r in rows)},
         "predicted": {k: pred[k] for k in ("rule", "gain", "se", "ratio", "significant")},
