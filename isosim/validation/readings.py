@@ -25,10 +25,10 @@ HEADLINE = "best"
 Curve = Sequence[tuple[float, float]]
 
 
-def _final_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
+def final_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
     """The value at ``budget``: linear in ln rollouts between evaluations; a run ending within
-    ``rtol`` short of the budget counts at its last point; NaN if it ends earlier (as
-    :func:`isosim.validation.adaptive.value_at`)."""
+    ``rtol`` short of the budget counts at its last point; NaN if it ends earlier (what
+    :func:`isosim.validation.adaptive.value_at` reads)."""
     pts = [(float(r), float(v)) for r, v in curve if r > 0]
     if not pts or pts[-1][0] < budget * (1 - rtol):
         return float("nan")
@@ -48,7 +48,7 @@ def check_reading(reading: str) -> str:
 def value_at(curve: Curve, budget: float, reading: str = HEADLINE, rtol: float = 0.01) -> float:
     """A run's value at ``budget`` rollouts in ``reading`` (see the module docstring)."""
     check_reading(reading)
-    last = _final_at(curve, budget, rtol)
+    last = final_at(curve, budget, rtol)
     if reading == "final" or not math.isfinite(last):
         return last
     before = [float(v) for r, v in curve if 0 < r <= budget * (1 + 1e-9) and math.isfinite(v)]
@@ -58,7 +58,7 @@ def value_at(curve: Curve, budget: float, reading: str = HEADLINE, rtol: float =
 def truth_at(runs: Mapping[int, Mapping[int, Curve]], budget: float, reading: str = HEADLINE) -> dict[str, Any]:
     """Seed-mean value per n at ``budget`` (``runs[n][seed]``) in ``reading``, the best n, the
     standard error of a seed mean (seed spread pooled over n) and the tie band (n within 2 se of
-    the best), as :func:`isosim.validation.adaptive.truth_at` reads the final value."""
+    the best); :func:`isosim.validation.adaptive.truth_at` is its final reading."""
     check_reading(reading)
     means, devs, dof, k = {}, 0.0, 0, 0
     for n, seeds in runs.items():

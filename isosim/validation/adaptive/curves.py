@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from isosim.validation.readings import final_at
+
 Curve = Sequence[tuple[float, float]]
 """(rollouts, value) pairs of one run, in order of rollouts."""
 
@@ -130,14 +132,7 @@ def reveal(curve: Curve, target: float) -> list[tuple[float, float]]:
 
 def value_at(curve: Curve, budget: float, rtol: float = 0.01) -> float:
     """A run's value at ``budget`` rollouts: linear in ln rollouts between its evaluations; a run
-    ending within ``rtol`` short of the budget counts at its last point; NaN if it ends earlier."""
-    pts = [(float(r), float(v)) for r, v in curve if r > 0]
-    if not pts or pts[-1][0] < budget * (1 - rtol):
-        return float("nan")
-    if budget >= pts[-1][0]:
-        return pts[-1][1]
-    if budget <= pts[0][0]:
-        return pts[0][1]
-    x = np.log([p[0] for p in pts])
-    return float(np.interp(math.log(budget), x, [p[1] for p in pts]))
+    ending within ``rtol`` short of the budget counts at its last point; NaN if it ends earlier
+    (the ``final`` reading of :mod:`isosim.validation.readings`)."""
+    return final_at(curve, budget, rtol)
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
+from isosim.validation import readings
 from isosim.validation.adaptive.curves import Curve, value_at
 from isosim.validation.adaptive.replay import REFERENCES, informed_choice, replay, successive_halving
 from isosim.validation.adaptive.rules import Settings, spread_start
@@ -26,27 +27,11 @@ MIN_STEPS = 20
 
 def truth_at(runs: Mapping[int, Mapping[int, Curve]], budget: float) -> dict[str, Any]:
     """Seed-mean value per n at ``budget`` (``runs[n][seed]``), the best n, the standard error of
-    a seed-mean (pooled over n) and the tie band (n within 2 standard errors of the best)."""
-    means, devs, dof = {}, 0.0, 0
-    k = 0
-    for n, seeds in runs.items():
-        vals = np.array([value_at(c, budget) for c in seeds.values()])
-        vals = vals[np.isfinite(vals)]
-        if not len(vals):
-            continue
-        means[int(n)] = float(vals.mean())
-        if len(vals) > 1:
-            devs += float(((vals - vals.mean()) ** 2).sum())
-            dof += len(vals) - 1
-            k = max(k, len(vals))
-    if not means:
-        raise IsosimError(f"no run reaches {budget:.0f} rollouts")
-    sd = math.sqrt(devs / dof) if dof else float("nan")
-    se = sd / math.sqrt(k) if dof else float("nan")
-    best = max(means, key=lambda n: (means[n], -n))
-    band = sorted(n for n, v in means.items() if v >= means[best] - 2 * se) if dof else [best]
-    return {"budget": float(budget), "mean": {str(n): means[n] for n in sorted(means)}, "best": best,
-            "seed_sd": sd, "seed_se": se, "tie_band": band}
+    a seed-mean (pooled over n) and the tie band (n within 2 standard errors of the best), in the
+    ``final`` reading (:func:`isosim.validation.readings.truth_at`)."""
+    out = readings.truth_at(runs, budget, "final")
+    out.pop("reading")
+    return out
 
 
 
