@@ -111,13 +111,13 @@ def _argv(paths):
 
 
 def test_kill_and_resume_gives_the_same_records(quick_organism, tmp_path):
-    from llm_runs.training.many import main
-
     pool = quick_organism / "pool.jsonl"
+    # every run in a process of one thread, as the sweeps run: float sums depend on the thread count
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     ref = _write_configs(pool, tmp_path / "ref")
-    assert main(_argv(ref)) == 0
+    run = [sys.executable, "-m", "llm_runs.training.many"]
+    assert subprocess.run([*run, *_argv(ref)], cwd=ROOT, env=env, capture_output=True).returncode == 0
     paths = _write_configs(pool, tmp_path / "killed")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = tmp_path / "killed" / "run2" / "metrics.jsonl"
@@ -130,7 +130,8 @@ def test_kill_and_resume_gives_the_same_records(quick_organism, tmp_path):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert (tmp_path / "killed" / "run0" / "checkpoint" / "trainer_state.json").exists()
-    assert main(_argv(paths)) == 0
+    res = subprocess.run([*run, *_argv(paths)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
     for i in range(3):
         a = read_jsonl(tmp_path / "ref" / f"run{i}" / "records.jsonl")
         b = read_jsonl(tmp_path / "killed" / f"run{i}" / "records.jsonl")

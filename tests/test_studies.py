@@ -16,8 +16,9 @@ import pytest
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 # each study sits in the folder of its part (studies/README.md); common.py is their shared plumbing
-BUILDERS = ("scoring/sbi_bank.py",)
-"""scripts that build a data file another study reads (the plane's simulated bank), not notebooks"""
+BUILDERS = ("scoring/sbi_bank.py", "allocation/organism_measured.py")
+"""scripts that write one results file from runs (the plane's simulated bank, the organism
+allocation check's measured.json), with no --quick scale"""
 ALL = sorted(str(p.relative_to(STUDIES)) for p in STUDIES.glob("*/*.py") if str(p.relative_to(STUDIES)) not in BUILDERS)
 RUN = ("paper/baseline.py",)
 
