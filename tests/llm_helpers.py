@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -40,3 +42,18 @@ def read_jsonl(path) -> list[dict]:
 def strip_volatile(rows, volatile=VOLATILE) -> list[dict]:
     """Rows without the volatile columns and the per-step timings (``time/...``)."""
     return [{k: v for k, v in r.items() if k not in volatile and not k.startswith("time/")} for r in rows]
+
+
+def interrupt_after(cmd, metrics, steps: int, sig, *, cwd, env, timeout: float):
+    """Start ``cmd``, send it ``sig`` once its ``metrics`` file holds ``steps`` step lines (or it
+    has ended, or ``timeout`` seconds have passed), wait for it and return the process (its stderr
+    is a pipe, for the failure message)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().count("\n") >= steps:
+            break
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    proc.wait(timeout=timeout)
+    return proc

@@ -9,7 +9,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 torch = pytest.importorskip("torch")
 
-from llm_helpers import cli_args, problem_reward, read_jsonl, strip_volatile  # noqa: E402
+from llm_helpers import cli_args, interrupt_after, problem_reward, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.errors import IsosimError  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
@@ -187,16 +186,8 @@ def test_kill_and_resume_gives_the_records_of_an_uninterrupted_run(assets, tmp_p
     ref = tmp_path / "ref"
     subprocess.run([*helper, *argv(assets, ref)], cwd=ROOT, env=env, check=True, timeout=600)
     out = tmp_path / "killed"
-    proc = subprocess.Popen([*helper, *argv(assets, out)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
     metrics = out / "metrics.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 5:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = interrupt_after([*helper, *argv(assets, out)], metrics, 5, signal.SIGKILL, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     state = json.loads((out / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] in (4, 6) and state["allocation"]["rule"] == "knapsack"

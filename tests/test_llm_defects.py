@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ pytest.importorskip("accelerate")
 pytest.importorskip("math_verify")
 torch = pytest.importorskip("torch")
 
-from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa: E402
+from llm_helpers import cli_args, crc_reward, interrupt_after, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.errors import IsosimError  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
@@ -244,16 +243,9 @@ def test_sigterm_checkpoints_the_current_step_and_resume_is_identical(assets, tm
     assert rows[0]["sampler_logprob_gap_max"] is None and all(r["sampler_logprob_gap_max"] < 1e-3 for r in rows[1:])
     out = tmp_path / "term"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the same threads as the reference: the same float sums
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.train", *argv(assets, out, **over)], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = out / "metrics.jsonl"
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 2:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=180)
+    proc = interrupt_after([sys.executable, "-m", "llm_runs.training.train", *argv(assets, out, **over)], metrics, 2,
+                           signal.SIGTERM, cwd=ROOT, env=env, timeout=180)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
     state = json.loads((out / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] == len(read_jsonl(metrics)) >= 2  # every finished step is in the checkpoint

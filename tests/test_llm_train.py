@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ pytest.importorskip("math_verify")
 torch = pytest.importorskip("torch")
 
 import pandas as pd  # noqa: E402
-from llm_helpers import cli_args, crc_reward, read_jsonl, strip_volatile  # noqa: E402
+from llm_helpers import cli_args, crc_reward, interrupt_after, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.records import normalize  # noqa: E402
 from llm_runs.config import parse_args  # noqa: E402
@@ -126,15 +125,7 @@ def test_kill_and_resume_gives_the_same_records(assets, tmp_path):
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "llm_runs.training.train", *argv(assets, out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    metrics = out / "metrics.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 3:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = interrupt_after(cmd, out / "metrics.jsonl", 3, signal.SIGKILL, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert (out / "checkpoint" / "trainer_state.json").exists()
     # ... and rerun: it resumes from its checkpoint (step 2) and replays step 3

@@ -12,14 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from llm_helpers import read_jsonl, strip_volatile  # noqa: E402
+from llm_helpers import interrupt_after, read_jsonl, strip_volatile  # noqa: E402
 
 pytestmark = [
     pytest.mark.vllm,
@@ -190,16 +189,8 @@ def test_train_with_vllm_end_to_end_kill_and_resume(tiny, tmp_path):
     assert steps[-1]["policy/entropy"] != steps[0]["policy/entropy"]  # the weights did move
     # the same run, SIGKILLed after step 2, then resumed: identical records
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, out)], cwd=ROOT,
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 400
-    metrics = out / "metrics.jsonl"
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 2:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = interrupt_after([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, out)],
+                           out / "metrics.jsonl", 2, signal.SIGKILL, cwd=ROOT, env=_env(), timeout=400)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-3000:]
     assert (out / "checkpoint" / "trainer_state.json").exists()
     r = subprocess.run([sys.executable, "-m", "llm_runs.training.train", *_train_args(tiny, out)], cwd=ROOT, env=_env(),

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from llm_helpers import read_jsonl, strip_volatile  # noqa: E402
+from llm_helpers import interrupt_after, read_jsonl, strip_volatile  # noqa: E402
 
 from isosim.errors import IsosimError  # noqa: E402
 from llm_runs.organism import build as organism  # noqa: E402
@@ -118,16 +117,8 @@ def test_kill_and_resume_gives_the_same_records(quick_organism, tmp_path):
     run = [sys.executable, "-m", "llm_runs.training.many"]
     assert subprocess.run([*run, *_argv(ref)], cwd=ROOT, env=env, capture_output=True).returncode == 0
     paths = _write_configs(pool, tmp_path / "killed")
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    metrics = tmp_path / "killed" / "run2" / "metrics.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 5:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = interrupt_after([*run, *_argv(paths)], tmp_path / "killed" / "run2" / "metrics.jsonl", 5, signal.SIGKILL,
+                           cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert (tmp_path / "killed" / "run0" / "checkpoint" / "trainer_state.json").exists()
     res = subprocess.run([*run, *_argv(paths)], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -144,16 +135,9 @@ def test_kill_and_resume_gives_the_same_records(quick_organism, tmp_path):
 def test_a_stop_signal_checkpoints_every_run(quick_organism, tmp_path):
     paths = _write_configs(pool := quick_organism / "pool.jsonl", tmp_path / "stopped")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    metrics = tmp_path / "stopped" / "run0" / "metrics.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and metrics.read_text().count("\n") >= 3:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=300)
+    proc = interrupt_after([sys.executable, "-m", "llm_runs.training.many", *_argv(paths)],
+                           tmp_path / "stopped" / "run0" / "metrics.jsonl", 3, signal.SIGTERM, cwd=ROOT, env=env,
+                           timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr.read().decode()[-2000:]
     steps = [json.loads((tmp_path / "stopped" / f"run{i}" / "checkpoint" / "trainer_state.json").read_text())["step"]
              for i in range(3)]
