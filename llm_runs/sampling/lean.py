@@ -138,13 +138,20 @@ def _head(parts: LlamaParts, x: torch.Tensor) -> torch.Tensor:
     return parts.head(_rms(parts.norm, x))
 
 
+def _prompt_geometry(pmask: torch.Tensor, cos_t: torch.Tensor, sin_t: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For left-padded prompts with mask (rows, W): the rotary cos / sin at each token's position
+    (padding counts as position 0) and the causal attention mask that skips padding."""
+    W = pmask.shape[1]
+    pos = (pmask.long().cumsum(1) - 1).clamp(min=0)
+    allowed = torch.tril(torch.ones(W, W, dtype=torch.bool, device=pmask.device)) & pmask[:, None, None, :]
+    return cos_t[pos][:, None], sin_t[pos][:, None], allowed
+
+
 def _prompt_forward(parts: LlamaParts, weights: list[dict[str, Any]], ids: torch.Tensor, pmask: torch.Tensor,
                     cos_t: torch.Tensor, sin_t: torch.Tensor) -> tuple[torch.Tensor, list[Any]]:
     """Left-padded prompts (U, W): last-position logits (U, V) and each layer's rotated (k, v)."""
-    U, W = ids.shape
-    pos = (pmask.long().cumsum(1) - 1).clamp(min=0)
-    cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
-    allowed = torch.tril(torch.ones(W, W, dtype=torch.bool, device=ids.device)) & pmask[:, None, None, :]
+    cos, sin, allowed = _prompt_geometry(pmask, cos_t, sin_t)
     kv: list[Any] = []
 
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

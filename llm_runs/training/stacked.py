@@ -29,7 +29,7 @@ import torch
 
 from isosim.errors import IsosimError
 from llm_runs.sampling.batch import SampleBatch
-from llm_runs.sampling.lean import LeanSampler, LlamaParts, _attend, _rotate
+from llm_runs.sampling.lean import LeanSampler, LlamaParts, _attend, _prompt_geometry, _rotate
 from llm_runs.training.grpo import _chunk_logprobs
 
 
@@ -140,10 +140,7 @@ def _prompt_forward(sp: StackedParts, w: dict[str, Any], ids: torch.Tensor, pmas
                     cos_t: torch.Tensor, sin_t: torch.Tensor) -> tuple[torch.Tensor, list[Any]]:
     """Prompts (K, U, W): last-position logits (K, U, V) and each layer's (k, v), (K * U, kv, W, d)."""
     K, U, W = ids.shape
-    flat = pmask.view(K * U, W)
-    pos = (flat.long().cumsum(1) - 1).clamp(min=0)
-    cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
-    allowed = torch.tril(torch.ones(W, W, dtype=torch.bool, device=ids.device)) & flat[:, None, None, :]
+    cos, sin, allowed = _prompt_geometry(pmask.view(K * U, W), cos_t, sin_t)
     kv: list[Any] = []
 
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
