@@ -186,10 +186,10 @@ class ManyTrainer:
         updates = self.update(idx, [args for _, _, args in selected])
         share = (time.perf_counter() - t) / len(trs)
         out = []
-        for tr, mine, batch, (rewards, keep, _), m, u in zip(trs, mines, batches, selected, ms, updates):
+        for tr, mine, batch, (rewards, groups, _), m, u in zip(trs, mines, batches, selected, ms, updates):
             m.update(u)
             m["time/train_s"] = share
-            out.append(tr.bookkeeping(mine, batch, rewards, keep, m))
+            out.append(tr.bookkeeping(mine, batch, rewards, groups, m))
         return out
 
     def update(self, idx: tuple[int, ...], args: list[tuple]) -> list[dict[str, float]]:

@@ -376,11 +376,11 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
                                       max_new_tokens=cfg.max_new_tokens, seed=self.rollout_seed())
         self.sampler.release()
         m["time/sample_s"] = time.perf_counter() - t
-        rewards, keep, update_args = self.select(mine, batch, m)
+        rewards, groups, update_args = self.select(mine, batch, m)
         t = time.perf_counter()
         m.update(self.update(*update_args))
         m["time/train_s"] = time.perf_counter() - t
-        return self.bookkeeping(mine, batch, rewards, keep, m)
+        return self.bookkeeping(mine, batch, rewards, groups, m)
 
     def next_problems(self) -> list[int]:
         """This step's problems of this process, and their group sizes (``group_sizes``): the plan
@@ -399,9 +399,9 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         return derive_seed(self.cfg.seed, self.step, self.rank, TAG_TRAIN)
 
     def select(self, mine: list[int], batch: Any, m: dict[str, float]) -> tuple[Any, Any, tuple]:
-        """Rewards of the rollouts, the groups kept, and the arguments of ``update`` (the first n
-        rollouts of each kept group and their advantages; groups of unequal size each take their
-        own baseline)."""
+        """Rewards of the rollouts, the step's groups (``step_groups``: which are kept, their pass
+        rates and sums), and the arguments of ``update`` (the first n rollouts of each kept group
+        and their advantages; groups of unequal size each take their own baseline)."""
         import torch
 
         cfg = self.cfg
@@ -412,23 +412,21 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         m["time/score_s"] = time.perf_counter() - t
         # advantages: a group is a reshape (see llm_runs.training.grpo)
         g = step_groups(rewards, sizes, cfg, self.allocator.uniform)
-        self._groups = g
         sel, sel_adv = g.sel, g.sel_adv
         # A process whose groups were all filtered still runs a forward and backward (weight 0) on
         # one real sequence, so that DDP / FSDP collectives stay in step across processes.
         args = ([batch.prompt_ids[i] for i in sel], [batch.completion_ids[i] for i in sel],
                 [batch.logprobs[i] for i in sel], sel_adv,
                 (batch.prompt_ids[0], batch.completion_ids[0], batch.logprobs[0]))
-        return rewards, g.keep, args
+        return rewards, g, args
 
-    def bookkeeping(self, mine: list[int], batch: Any, rewards: Any, keep: Any, m: dict[str, float]
+    def bookkeeping(self, mine: list[int], batch: Any, rewards: Any, g: Any, m: dict[str, float]
                     ) -> dict[str, float]:
         """The step's counters (global over processes), the estimator's evidence (with an
         allocation rule) and the step's reward / length metrics."""
         import torch
 
         cfg = self.cfg
-        g = self._groups
         counts, sizes = self._plan
         if not self.allocator.uniform:  # every process's groups, in batch order, to the estimator the next plans read
             results = [x for part in self._gather_object(list(zip(mine, g.sums, sizes))) for x in part]
@@ -440,7 +438,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         lengths = torch.tensor([len(c) for c in batch.completion_ids], dtype=torch.float32)
         sums = self._sum([rewards.sum().item(), (rewards ** 2).sum().item(), float(len(rewards)),
                           lengths.sum().item(), lengths.max().item() if len(lengths) else 0.0,
-                          float(sum(batch.truncated)), float((~keep).sum().item()),
+                          float(sum(batch.truncated)), float((~g.keep).sum().item()),
                           float(g.zero_var.sum().item())])
         count = sums[2]
         self.step += 1
