@@ -193,6 +193,18 @@ def cmd_measure(a: argparse.Namespace) -> None:
         m = measure(df, budgets=pred[sweep_name]["budgets"] if sweep_name in pred else None)
         out[sweep_name] = {"setting": pred.get(sweep_name, {}).get("setting"), "runs_folder": folder, **m}
         print(f"{sweep_name}: n* {m['n_star']} n_sat {m['n_sat']} {m['n_sat_ci']}")
+        if a.readings:
+            from isosim.validation import crossing
+            from isosim.validation.adaptive import load_sweep
+
+            at = [float(x) for x in a.readings.split(",")]
+            out[sweep_name]["readings"] = crossing.measure_both(load_sweep(folder)["runs"], at, a.share)
+            for reading, r in out[sweep_name]["readings"].items():
+                lead = r["cheap_leader"]
+                cross = "none" if r["crossing"] is None else f"{r['crossing']:.3g}"
+                table = ", ".join(f"{t['budget']:.0e} {t['n_star']} {t['tie_band']}" for t in r["n_star"])
+                print(f"  {reading}: n* {table}; crossing {cross}; cheap leader @{a.share:g} "
+                      f"regret {lead['mean_regret']:.4f} ({lead['mean_regret_in_se']:.1f} se)")
     _merge_write(Path(a.out), out)
 
 
@@ -229,6 +241,10 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--runs", action="append", required=True, metavar="NAME=FOLDER")
     m.add_argument("--prediction", required=True)
     m.add_argument("--out", required=True)
+    m.add_argument("--readings", default="", metavar="C1,C2,...",
+                   help="also n* with tie bands at these budgets in both readings, the crossing budget and the "
+                        "cheap leader's regret at the last one (isosim.validation.crossing)")
+    m.add_argument("--share", type=float, default=0.05, help="with --readings: the cheap runs' share of the top budget")
     a = p.parse_args(argv)
     try:
         {"run": cmd_run, "table": cmd_table, "predict": cmd_predict, "measure": cmd_measure}[a.cmd](a)

@@ -1,0 +1,94 @@
+"""What a long sweep says about the choice of n, in both readings (:mod:`isosim.validation.readings`).
+
+For a sweep of runs ``runs[n][seed]`` (curves of (rollouts, value)) trained to a large budget:
+
+- ``n*`` at chosen budgets, with the tie band (n within 2 seed se of the best) and the se;
+- the path of n*(C) over a log grid of budgets (only where it changes);
+- when larger n overtakes smaller n: for every pair, the budget from which the larger n's seed mean
+  stays ahead up to the top budget; the headline ``crossing`` is that budget for the top budget's
+  n* against every smaller n (``None`` when the smallest n is best at the top budget);
+- the cheap runs' leader (every n run to a share of the top budget, the best last value, one seed's
+  runs at a time, as the plane replays it) and its regret at the top budget, in seed se.
+
+Used by ``python -m llm_runs.organism.f8 measure --readings`` for the long-budget organism sweeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from isosim.validation import readings as rd
+from isosim.validation.adaptive.replay import informed_choice
+
+Runs = Mapping[int, Mapping[int, rd.Curve]]
+
+
+def seed_means(runs: Runs, budgets: Sequence[float], reading: str) -> dict[int, np.ndarray]:
+    """Seed-mean value of each n at each budget (NaN where a seed has no value there)."""
+    return {int(n): np.array([np.mean([rd.value_at(c, b, reading) for c in seeds.values()]) for b in budgets])
+            for n, seeds in sorted(runs.items())}
+
+
+def overtake_budget(small: np.ndarray, large: np.ndarray, budgets: Sequence[float]) -> float | None:
+    """The first budget from which ``large`` stays strictly ahead of ``small`` to the last budget
+    (``budgets[0]`` when it always leads; None when it is not ahead at the last budget)."""
+    ahead = large > small
+    if not ahead[-1]:
+        return None
+    behind = np.flatnonzero(~ahead)
+    return float(budgets[0] if not len(behind) else budgets[behind[-1] + 1])
+
+
+def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, grid_points: int = 48,
+            grid_from: float = 1e4) -> dict[str, Any]:
+    """The long-sweep table in one reading (see the module docstring); ``at``: the budgets of the
+    n* table, the last one the top budget at which the cheap leader is scored."""
+    rd.check_reading(reading)
+    top = float(at[-1])
+    table = []
+    for b in at:
+        t = rd.truth_at(runs, b, reading)
+        table.append({"budget": float(b), "n_star": t["best"], "tie_band": t["tie_band"], "seed_se": t["seed_se"],
+                      "mean": t["mean"]})
+    grid = [float(b) for b in np.geomspace(grid_from, top, grid_points)]
+    means = seed_means(runs, grid, reading)
+    ok = np.all([np.isfinite(m) for m in means.values()], axis=0)
+    grid = [b for b, k in zip(grid, ok) if k]
+    means = {n: m[ok] for n, m in means.items()}
+    ns = sorted(means)
+    stacked = np.array([means[n] for n in ns])
+    path, last = [], None
+    for j, b in enumerate(grid):
+        n = ns[int(np.argmax(stacked[:, j]))]  # ties go to the smaller n, as truth_at's do
+        if n != last:
+            path.append({"from_budget": b, "n_star": n})
+            last = n
+    pairs = {f"{a}<{c}": overtake_budget(means[a], means[c], grid) for i, a in enumerate(ns) for c in ns[i + 1:]}
+    n_top = table[-1]["n_star"]
+    smaller = [pairs[f"{a}<{n_top}"] for a in ns if a < n_top]
+    crossing = None if not smaller else (None if any(s is None for s in smaller) else max(smaller))
+    truth = rd.truth_at(runs, top, reading)
+    seeds = sorted({s for v in runs.values() for s in v})
+    leader = []
+    for seed in seeds:
+        full = {n: runs[n][seed] for n in ns if seed in runs[n]}
+        pick = informed_choice(full, top, frac=1 / share, reading="level")["chosen"]
+        r = rd.regret(truth, pick)
+        leader.append({"seed": seed, "pick": int(pick), "regret": r["regret"],
+                       "regret_in_se": r["regret"] / truth["seed_se"] if truth["seed_se"] > 0 else math.nan,
+                       "within_2se": r["within_2se"]})
+    return {"reading": reading, "n_star": table, "n_star_path": path, "grid": {"from": grid[0], "to": grid[-1],
+            "points": len(grid)}, "overtakes": pairs, "crossing": crossing,
+            "crossing_what": f"budget from which n = {n_top} (n* at {top:.3g}) leads every smaller n to {top:.3g}",
+            "cheap_leader": {"share": share, "budget": share * top, "per_seed": leader,
+                             "mean_regret": float(np.mean([x["regret"] for x in leader])),
+                             "mean_regret_in_se": float(np.mean([x["regret_in_se"] for x in leader]))}}
+
+
+def measure_both(runs: Runs, at: Sequence[float], share: float = 0.05) -> dict[str, Any]:
+    """:func:`measure` in every reading, keyed by reading (the headline first)."""
+    return {r: measure(runs, at, r, share) for r in (rd.HEADLINE, *[x for x in rd.READINGS if x != rd.HEADLINE])}

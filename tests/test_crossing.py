@@ -1,0 +1,66 @@
+"""The long-sweep table (isosim.validation.crossing): n* with tie bands, crossings, the cheap leader."""
+
+import math
+
+import numpy as np
+import pytest
+
+from isosim.validation import crossing as cr
+
+BUDGETS = np.geomspace(1e3, 1e6, 40)
+
+
+def _curve(fn, jitter=0.0):
+    return [(float(b), float(fn(b) + jitter)) for b in BUDGETS]
+
+
+def _sweep():
+    # small n: fast, plateaus at .5; large n: slow, passes .5 at 1e5 and reaches .7;
+    # middle n: peaks at .55 at 3e4 then falls (what the best reading keeps and the final does not)
+    small = lambda b: 0.5 * (1 - math.exp(-b / 5e3))  # noqa: E731
+    large = lambda b: 0.7 * math.log(b / 1e3) / math.log(1e3)  # noqa: E731
+    middle = lambda b: 0.55 - 0.1 * abs(math.log10(b / 3e4))  # noqa: E731
+    return {2: {0: _curve(small, 0.005), 1: _curve(small, -0.005)},
+            8: {0: _curve(middle, 0.005), 1: _curve(middle, -0.005)},
+            128: {0: _curve(large, 0.005), 1: _curve(large, -0.005)}}
+
+
+def test_crossing_and_table_in_both_readings():
+    runs = _sweep()
+    both = cr.measure_both(runs, [1e4, 1e5, 1e6])
+    assert list(both) == ["best", "final"]
+    for reading, m in both.items():
+        assert [t["n_star"] for t in m["n_star"]][-1] == 128
+        assert m["n_star"][-1]["tie_band"] == [128]
+        assert m["n_star"][-1]["seed_se"] == pytest.approx(0.005 * math.sqrt(2) / math.sqrt(2))
+        # large overtakes small where .7 log(b/1e3)/log(1e3) passes .5(1 - e^(-b/5e3)): ~1.4e5
+        assert 1.2e5 < m["overtakes"]["2<128"] < 1.7e5
+        assert m["n_star_path"][-1]["n_star"] == 128
+    # the middle n's peak: the best reading keeps .55 (ahead of small n from 1e4 on), the final
+    # reading sees it fall behind small n after its peak
+    assert both["best"]["overtakes"]["2<8"] is not None and both["final"]["overtakes"]["2<8"] is None
+    assert both["final"]["crossing"] == pytest.approx(both["final"]["overtakes"]["2<128"])
+    assert both["best"]["crossing"] >= both["best"]["overtakes"]["2<128"]
+
+
+def test_cheap_leader_loses_where_large_n_overtakes_late():
+    m = cr.measure(_sweep(), [1e5, 1e6], "best", share=0.05)  # cheap part 5e4: the middle n leads there
+    lead = m["cheap_leader"]
+    assert [x["pick"] for x in lead["per_seed"]] == [8, 8]
+    assert lead["mean_regret"] == pytest.approx(0.7 - 0.55, abs=0.01)
+    assert lead["mean_regret_in_se"] > 2 and not any(x["within_2se"] for x in lead["per_seed"])
+
+
+def test_no_crossing_when_small_n_leads_throughout():
+    runs = {2: {0: _curve(lambda b: 0.6, 0.01), 1: _curve(lambda b: 0.6, -0.01)},
+            32: {0: _curve(lambda b: 0.4, 0.01), 1: _curve(lambda b: 0.4, -0.01)}}
+    m = cr.measure(runs, [1e5, 1e6], "final")
+    assert m["crossing"] is None and m["overtakes"]["2<32"] is None
+    assert m["cheap_leader"]["mean_regret"] == 0.0
+
+
+def test_overtake_budget():
+    b = [1.0, 2.0, 3.0, 4.0]
+    assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([0, 2, 0, 2.0]), b) == 4.0
+    assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([2, 2, 2, 2.0]), b) == 1.0
+    assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([2, 2, 2, 0.0]), b) is None
