@@ -47,17 +47,27 @@ MIN_BUDGET = 2e4
 SHARES = (0.025, 0.05, 0.1, 0.2)
 CHEAP_READERS = ("lc-sigmoid", "steps", "steps-offset", "steps-sigmoid")
 HB_BRACKETS = ((1 / 32, "all"), (1 / 8, "every other"), (1 / 2, "ends"))
+LONG = "organism_long"
+LONG_FROM = 2e5
+"""the long-budget sweeps are replayed only at budgets above ``LONG_FROM`` (their first 2e5
+rollouts are the F8 sweeps' runs, already replayed)"""
 
 
 def find_sweeps(results: Path) -> dict[str, Path]:
-    """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real`` and ``organism_f8``,
-    named by their path under ``results``."""
+    """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real``, ``organism_f8`` and
+    ``organism_long`` (the held-out long-budget sweeps, :data:`LONG`), named by their path under
+    ``results``."""
     found = {}
-    for base in (results / "organism" / "real", results / "organism_f8"):
+    for base in (results / "organism" / "real", results / "organism_f8", results / LONG):
         if base.is_dir():
             for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
                 found[str(rec.parent.parent.relative_to(results))] = rec.parent.parent
     return found
+
+
+def held_out(name: str) -> bool:
+    """A long-budget sweep, scored apart from the six the method was chosen on."""
+    return name.startswith(LONG + "/")
 
 
 def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | None]:
@@ -72,14 +82,26 @@ def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | 
 def profile_prediction(name: str, results: Path) -> Callable[[float], int | None] | None:
     """The committed profile-only prediction n*(C) of a sweep, or None."""
     split = Path(name).name
-    path = results / ("organism_prediction.json" if name.startswith("organism/real/") else "organism_f8/prediction.json")
+    if held_out(name):
+        path = results / LONG / "prediction.json"
+    else:
+        path = results / ("organism_prediction.json" if name.startswith("organism/real/") else "organism_f8/prediction.json")
     pred = json.loads(path.read_text()).get(split) if path.is_file() else None
     return _nearest(pred["budgets"], pred["n_star"]) if pred else None
 
 
 def calibrated_prediction(folder: Path, results: Path) -> tuple[Callable[[float], int | None], float] | None:
-    """``isosim predict``'s committed pick per budget (the scoreboard's ``isosim_calibrated``) and
-    the rollouts of its cheap part per run."""
+    """``isosim predict``'s committed pick per budget (the scoreboard's ``isosim_calibrated``: n_tol,
+    else n_star) and the rollouts of its cheap part per run; for a long-budget sweep, read from
+    ``organism_long/prediction_calibrated.json``."""
+    if folder.parent.name == LONG:
+        from isosim.validation.scoreboard import prediction_picks
+
+        path = results / LONG / "prediction_calibrated.json"
+        pred = json.loads(path.read_text()).get(folder.name) if path.is_file() else None
+        if not pred:
+            return None
+        return _nearest(pred["budgets"], prediction_picks(pred, pred["budgets"])), float(pred["cheap"]["max_rollouts"])
     path = results / "scoreboard.json"
     if not path.is_file():
         return None
@@ -195,7 +217,7 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
                            "headline": rd.HEADLINE, "min_budget": MIN_BUDGET, "shares": list(shares),
                            "readers": list(readers), "pick_rules": list(pick_rules),
                            "sweeps": {}, "not_scored_yet": {}}
-    all_rows = []
+    all_rows, long_rows = [], []
     for name, folder in find_sweeps(results).items():
         if only and name not in only:
             continue
@@ -205,12 +227,29 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
             continue
         sw = ad.load_sweep(folder)
         budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
+        if held_out(name):
+            budgets = [b for b in budgets if b > LONG_FROM]
         rows = replays(sw, budgets, profile_prediction(name, results), calibrated_prediction(folder, results),
                        readers, shares, pick_rules, bank or results / "sbi_bank.json")
         for r in rows:
             r["sweep"] = name
-        doc["sweeps"][name] = {"budgets": budgets, "summary": summarise(rows)}
-        all_rows += rows
+        doc["sweeps"][name] = {"budgets": budgets, "summary": summarise(rows), "held_out": held_out(name)}
+        (long_rows if held_out(name) else all_rows).extend(rows)
     doc["overall"] = summarise(all_rows)
-    doc["rows"] = all_rows
+    doc["held_out"] = summarise(long_rows) if long_rows else {}
+    doc["rows"] = all_rows + long_rows
     return doc
+
+
+def covers(rows: list[dict[str, Any]], method: str, reading: str = rd.HEADLINE) -> dict[str, Any]:
+    """Wherever any method's pick is within 2 se (one budget and seed of a sweep), is ``method``'s?
+    The replays where some method is and ``method`` is not."""
+    cases: dict[tuple, dict[str, bool]] = {}
+    for r in rows:
+        cases.setdefault((r["sweep"], r["budget"], r["seed"]), {})[r["method"]] = r[reading]["within_2se"]
+    missed = [{"sweep": k[0], "budget": k[1], "seed": k[2],
+               "within_2se": sorted(m for m, ok in v.items() if ok)[:6]}
+              for k, v in sorted(cases.items()) if method in v and any(v.values()) and not v[method]]
+    return {"reading": reading, "replays": sum(method in v for v in cases.values()),
+            "some_method_within_2se": sum(method in v and any(v.values()) for v in cases.values()),
+            "missed": missed}

@@ -2,7 +2,8 @@
 # # The plane: every way of choosing n, its regret against the compute it spends
 #
 # Every committed organism sweep is replayed seed by seed at every budget of its frontier grid
-# from 2e4 rollouts up (84 replays over the six sweeps); each method's pick is scored in both
+# from 2e4 rollouts up (84 replays over the six sweeps; the long-budget sweeps, held out, above
+# 2e5 only, summarised apart in ``held_out``); each method's pick is scored in both
 # readings (``best`` = best validated value up to C, the headline; ``final`` = value at C) by mean
 # regret, replays within 2 seed se and mean overhead (rollouts beyond the chosen run, in full runs).
 # The methods and the scoring live in ``isosim.validation.plane``; the frozen isosim method is
@@ -85,10 +86,14 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
 
 def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = None) -> dict:
     doc = pl.build(results, readers=READERS)
-    doc.pop("rows")
+    rows = doc.pop("rows")
     chosen = frozen().get("method_label")
     doc["isosim_method"] = chosen
     doc["dominance"] = verdicts(doc, chosen) if chosen else {}
+    if chosen and doc["held_out"]:
+        held = [r for r in rows if doc["sweeps"][r["sweep"]]["held_out"]]
+        doc["held_out_dominance"] = verdicts({"overall": doc["held_out"]}, chosen)
+        doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in ("best", "final")}
     write_json(out or results / "plane.json", doc)
     if fig is not False:
         plot(doc, fig or FIGURES / "plane.png", chosen)
@@ -101,7 +106,8 @@ if __name__ == "__main__":
     # quick and full are the same computation; --quick (or ISOSIM_STUDY_OUT) writes elsewhere
     quick, _, fig_dir, out = setup("plane", "every way of choosing n: its regret against the compute it spends")
     rep = main(out=out, fig=fig_dir / "plane.png")
-    for name, block in list(rep["sweeps"].items()) + [("all sweeps", {"summary": rep["overall"]})]:
+    held = [("held-out long sweeps", {"summary": rep["held_out"]})] if rep["held_out"] else []
+    for name, block in list(rep["sweeps"].items()) + [("all sweeps", {"summary": rep["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
             print(f"  {m:42s} overhead {v['mean_overhead']:.3f}  best: regret {v['best']['mean_regret']:.4f} "
@@ -110,3 +116,8 @@ if __name__ == "__main__":
     print("isosim method:", rep["isosim_method"])
     for k, v in rep["dominance"].items():
         print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
+    for k, v in rep.get("held_out_dominance", {}).items():
+        print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for reading, c in rep.get("held_out_covers", {}).items():
+        print(f"  held out, {reading}: some method within 2 se on {c['some_method_within_2se']} of {c['replays']} "
+              f"replays; the isosim method not on {len(c['missed'])}")
