@@ -47,6 +47,35 @@ def verdicts(doc: dict, method: str) -> dict:
     return {f"{method} vs {b}": {r: pl.dominates(o[method], o[b], r) for r in ("best", "final")} for b in others if b in o}
 
 
+LONG_KEYS = {"hard-128-t06": "organism_long/hard-128-long", "hard-512-t06": "organism_long/hard-512-long"}
+
+
+def prospective(results: Path, scored: dict) -> dict:
+    """The picks committed before the long sweeps passed their cheap part
+    (``results/plane_predictions_long.json``: the frozen method and the cheap leader, each from both
+    seeds' cheap parts), scored at their budget in both readings on every long sweep that is done."""
+    from isosim.validation import readings as rd
+    from isosim.validation.adaptive import load_sweep
+
+    path = results / "plane_predictions_long.json"
+    if not path.is_file():
+        return {}
+    out = {}
+    for key, preds in json.loads(path.read_text())["sweeps"].items():
+        name = LONG_KEYS.get(key)
+        if name not in scored:
+            continue
+        runs = load_sweep(results / name)["runs"]
+        entry = {}
+        for label, p in preds.items():
+            truths = {r: rd.truth_at(runs, p["budget"], r) for r in rd.READINGS}
+            entry[label] = {"pick": p["pick"], "budget": p["budget"],
+                            **{r: {**rd.regret(t, p["pick"]), "best_n": t["best"], "tie_band": t["tie_band"]}
+                               for r, t in truths.items()}}
+        out[name] = entry
+    return out
+
+
 def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
     import matplotlib
 
@@ -94,6 +123,7 @@ def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = No
         held = [r for r in rows if doc["sweeps"][r["sweep"]]["held_out"]]
         doc["held_out_dominance"] = verdicts({"overall": doc["held_out"]}, chosen)
         doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in ("best", "final")}
+    doc["prospective"] = prospective(results, {k for k, v in doc["sweeps"].items() if v["held_out"]})
     write_json(out or results / "plane.json", doc)
     if fig is not False:
         plot(doc, fig or FIGURES / "plane.png", chosen)
@@ -118,6 +148,11 @@ if __name__ == "__main__":
         print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
     for k, v in rep.get("held_out_dominance", {}).items():
         print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for sweep, preds in rep.get("prospective", {}).items():
+        for label, p in preds.items():
+            print(f"  committed before {sweep}: {label} picked {p['pick']}: " + "; ".join(
+                f"{r} regret {p[r]['regret']:.4f} (2 se {2 * p[r]['seed_se']:.4f}, best {p[r]['best_n']})"
+                for r in ("best", "final")))
     for reading, c in rep.get("held_out_covers", {}).items():
         print(f"  held out, {reading}: some method within 2 se on {c['some_method_within_2se']} of {c['replays']} "
               f"replays; the isosim method not on {len(c['missed'])}")
