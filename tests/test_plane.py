@@ -131,3 +131,27 @@ def test_scoreboard_values_in_both_readings():
     assert final == pytest.approx([0.7, 0.4]) and best == pytest.approx([0.7, 0.7])
     doc = json.loads((RESULTS / "scoreboard.json").read_text())
     assert "final" in doc["reading"] and set(doc["summary_best"]) == set(doc["summary"])
+
+
+LONG_KEYS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long"}
+
+
+@pytest.mark.parametrize("key", sorted(LONG_KEYS))
+def test_long_predictions_follow_from_the_cheap_parts(tmp_path, key):
+    """The picks committed before the long sweeps passed 1e5 rollouts (plane_predictions_long.json)
+    are what ``recommend`` gives on the committed records at or below 1e5 alone."""
+    committed = json.loads((RESULTS / "plane_predictions_long.json").read_text())["sweeps"][key]
+    src = RESULTS / "organism_long" / LONG_KEYS[key]
+    for run in sorted(src.glob("n*_bp16_s*")):
+        (tmp_path / run.name).mkdir()
+        rows = [line for line in (run / "records.jsonl").read_text().splitlines() if json.loads(line)["rollouts"] <= 1e5]
+        (tmp_path / run.name / "records.jsonl").write_text("\n".join(rows) + "\n")
+    for label, method in (("frozen (sbi-band)", "sbi-band"), ("cheap leader (level)", None)):
+        res = _cli("recommend", "--runs", tmp_path, "--budget", "2e6", "--reading", "best", "--json",
+                   *(("--method", method) if method else ()))
+        assert res.returncode == 0, res.stderr
+        got, want = json.loads(res.stdout), committed[label]
+        assert got["pick"] == want["pick"] and got["tie_band"] == want["tie_band"], label
+        assert got["cheap_rollouts"] == want["cheap_rollouts"] and got["method"] == want["method"]
+        for n, v in want["n"].items():
+            assert got["n"][n]["expected_regret"] == pytest.approx(v["expected_regret"], abs=1e-12), (label, n)
