@@ -89,7 +89,7 @@ def test_adaptive_search_is_killed_and_resumes_its_decisions(assets):
     ([], 0, "--budget must be a positive"),
     ([], -64, "--budget must be a positive"),
     (["--seeds", "2"], 256, "one seed per n"),
-    (["--search", "widest"], 256, "--search must be adaptive or lines"),
+    (["--search", "widest"], 256, "--search must be adaptive, lines or sbi"),
 ])
 def test_adaptive_bad_input_one_line_exit_2(assets, extra, budget, needle):
     res = isosim(assets, *args(assets, assets["root"] / "bad", *extra, budget=budget))
