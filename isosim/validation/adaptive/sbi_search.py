@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isosim.validation.adaptive.curves import Curve, spent
-
-if TYPE_CHECKING:
-    from isosim.validation.adaptive.search import Adaptive
 
 READER = "sbi-band"
 """the frozen reader (``studies/results/plane_method.json``): its band of the cheap leader"""
@@ -55,8 +52,9 @@ def read_rung(curves: Mapping[int, Curve], budget: float, share: float, b_p: int
             "in_band": {str(n): bool(abs(value[n] + reg[n][0]) < 1e-9) for n in curves}}
 
 
-def update(pol: Adaptive, curves: Mapping[int, Curve], start: int) -> list[dict[str, Any]]:
-    """Decide one rung of the "sbi" search (the caller has checked every requested run has records)."""
+def update(pol: Any, curves: Mapping[int, Curve], start: int) -> list[dict[str, Any]]:
+    """Decide one rung of the "sbi" search ``pol`` (an :class:`~isosim.validation.adaptive.search.Adaptive`
+    whose policy is "sbi"; the caller has checked every requested run has records)."""
     s, r = pol.settings, pol.rung
     active = list(pol.active)
     last_rung = pol.rung_i == len(pol.rungs) - 1
