@@ -418,7 +418,7 @@ def validate(
     distributed: str = typer.Option("auto", help="slurm: auto (FSDP for models that do not fit plain DDP), ddp or fsdp"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="slurm: wait for the jobs, then analyse"),
     adaptive: bool = typer.Option(False, "--adaptive", help="find the best n for the budget: start n around the prediction (--n: the grid), stop dominated runs, extend the winner to the budget"),
-    search: str = typer.Option("adaptive", "--search", help="with --adaptive: 'adaptive' (start near the prediction, decide at C/32 ... C/2) or 'lines' (every n to C/4, the two best lines carried to C continue to C/2, the better one wins: about 1.2 runs of overhead, for small training sets whose runs peak and fall)"),
+    search: str = typer.Option("adaptive", "--search", help="with --adaptive: 'adaptive' (start near the prediction, decide at C/32 ... C/2) 'lines' (every n to C/4, the two best lines carried to C continue to C/2, the better one wins: about 1.2 runs of overhead, for small training sets whose runs peak and fall) or 'sbi' (every n starts; at C/32, C/16, C/8, C/4 the simulation-trained reader predicts each n's regret at C and the better half continues)"),
 ) -> None:
     """Run real GRPO at n below, at and above the predicted n_sat; report predicted vs observed n*(C).
     With --adaptive: one run per n of a grid, stopped when dominated, the winner continued to C."""
@@ -455,8 +455,8 @@ def validate(
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
                "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
                **({"train_size": train_size} if train_size is not None else {})}
-    if search not in ("adaptive", "lines"):
-        raise IsosimError(f"--search must be adaptive or lines, got {search!r}")
+    if search not in ("adaptive", "lines", "sbi"):
+        raise IsosimError(f"--search must be adaptive, lines or sbi, got {search!r}")
     if search != "adaptive" and not adaptive:
         raise IsosimError("--search chooses the rule of an --adaptive search: add --adaptive")
     if adaptive:

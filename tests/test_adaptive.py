@@ -235,6 +235,8 @@ def test_truth_scoring_on_a_fabricated_sweep():
     ({"trend": "upward"}, "trend must be"),
     ({"policy": "widest"}, "policy must be"),
     ({"policy": "lines"}, "starts every grid n"),
+    ({"policy": "sbi"}, "starts every grid n"),
+    ({"policy": "sbi", "start": GRID}, "needs the runs' B_p"),
 ])
 def test_bad_settings_are_one_line_errors(kw, needle):
     args = {"budget": C, "grid": GRID, "start": (4,), **kw}
@@ -409,3 +411,53 @@ def test_lines_policy_is_the_two_stage_reference_and_finds_a_late_riser():
                 seen[n] = ad.reveal(data[n], t)
             pol.update(seen)
         assert pol.decisions == json.loads(json.dumps(res["decisions"]))
+
+
+def _sbi_case(seed):
+    # n = 16 clearly best at every budget; the other n learn far less
+    amp = {4: .05, 8: .07, 16: .35, 32: .08, 64: .06, 128: .04}
+    fns = {n: logistic_curve(amp[n], 2e3 * n ** 0.5) for n in GRID}
+    return fns, sweep(fns, sigma=0.003, seed=seed)
+
+
+def test_sbi_search_halves_at_compute_matched_rungs_by_the_readers_prediction():
+    s = ad.sbi_settings(C, GRID, B_P, 2400)
+    assert s.rungs() == [C / 32, C / 16, C / 8, C / 4]
+    for seed in range(3):
+        fns, data = _sbi_case(seed)
+        res = ad.replay(data, s)
+        assert res["chosen"] == best_at(fns) == 16
+        rungs = [d for d in res["decisions"] if d["event"] == "rung"]
+        assert [len(d["active"]) for d in rungs] == [6, 3, 2]  # the better half continues; one left at C/8
+        for d in rungs:
+            # compute-matched: every surviving n has run to its last evaluation at or below the rung
+            for n in d["active"]:
+                assert d["spent"][str(n)] == ad.spent(ad.reveal(data[n], d["rung"])) <= d["rung"] * (1 + 1e-9)
+            # every surviving curve is read to C before anything stops, and the kept half is the
+            # best half by that reading (not by the last evaluation)
+            assert set(d["predicted"]) == set(d["expected_regret"]) == {str(n) for n in d["active"]}
+            pos = res["decisions"].index(d)
+            stopped = {e["n"] for e in res["decisions"][pos + 1:] if e["event"] == "stop" and e["rung"] == d["rung"]}
+            kept = sorted(d["active"], key=lambda n: (-d["predicted"][str(n)], n))[: len(d["active"]) - len(stopped)]
+            assert stopped and set(d["active"]) - stopped == set(kept)
+            assert d["in_band"]["16"] and d["expected_regret"]["16"] < min(
+                d["expected_regret"][str(n)] for n in d["active"] if n != 16)
+        assert res["decisions"][-2]["event"] == "choose" and res["decisions"][-1]["event"] == "done"
+        stops = {d["n"]: d["spent"] for d in res["decisions"] if d["event"] == "stop"}
+        assert res["overhead"] == pytest.approx(sum(stops.values()) / C)
+        assert res["spent"][16] == data[16][-1][0]  # the chosen run continued to the end of its budget
+    # resumable: rebuilt from any prefix of its log, it continues identically
+    for cut in range(1, len(res["decisions"])):
+        pol = ad.Adaptive(s, decisions=json.loads(json.dumps(res["decisions"][:cut])))
+        seen = {n: ad.reveal(data[n], sp) for n, sp in pol.stopped.items()}
+        while pol.requests():
+            for n, t in pol.requests().items():
+                seen[n] = ad.reveal(data[n], t)
+            pol.update(seen)
+        assert pol.decisions == json.loads(json.dumps(res["decisions"]))
+
+
+def test_sbi_search_without_its_bank_is_one_line_error(tmp_path):
+    _, data = _sbi_case(0)
+    with pytest.raises(IsosimError, match="no bank of simulated sweeps"):
+        ad.replay(data, ad.sbi_settings(C, GRID, B_P, 2400, bank=str(tmp_path / "missing.json")))

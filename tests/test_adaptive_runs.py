@@ -89,7 +89,7 @@ def test_adaptive_search_is_killed_and_resumes_its_decisions(assets):
     ([], 0, "--budget must be a positive"),
     ([], -64, "--budget must be a positive"),
     (["--seeds", "2"], 256, "one seed per n"),
-    (["--search", "widest"], 256, "--search must be adaptive or lines"),
+    (["--search", "widest"], 256, "--search must be adaptive, lines or sbi"),
 ])
 def test_adaptive_bad_input_one_line_exit_2(assets, extra, budget, needle):
     res = isosim(assets, *args(assets, assets["root"] / "bad", *extra, budget=budget))
@@ -129,3 +129,21 @@ def test_search_lines_runs_every_n_to_a_quarter_then_the_two_best_to_half(assets
     res = isosim(assets, *a)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and "add --adaptive" in lines[0], res.stderr
+
+
+def test_search_sbi_reads_every_n_at_each_rung_and_logs_the_predictions(assets):
+    out = assets["root"] / "sbi"
+    res = isosim(assets, *args(assets, out, "--search", "sbi"))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    dec = json.loads((out / "adaptive" / "decisions.json").read_text())
+    assert dec[0]["settings"]["policy"] == "sbi" and dec[0]["n"] == [2, 4] and dec[0]["settings"]["b_p"] == 4
+    rung = [d for d in dec if d["event"] == "rung"]
+    assert len(rung) == 1 and rung[0]["rung"] == 8.0 and rung[0]["active"] == [2, 4]  # C/32: one of two n stops
+    assert set(rung[0]["predicted"]) == set(rung[0]["expected_regret"]) == {"2", "4"}
+    assert [d["event"] for d in dec] == ["start", "rung", "stop", "choose", "done"]
+    result = json.loads((out / "adaptive" / "result.json").read_text())
+    assert result["chosen"] == rung[0]["leader"] and result["settings"]["policy"] == "sbi"
+    # the same folder under another rule is another search: refused, one line, exit 2
+    res = isosim(assets, *args(assets, out, "--search", "lines"))
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "search" in lines[0], res.stderr

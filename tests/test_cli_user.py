@@ -220,6 +220,12 @@ def test_adaptive_dry_run_describes_the_search(cache, tmp_path, monkeypatch, cap
                          "--budget", "100000", "--train-size", "1200", "--quick", "--dry-run", "--adaptive",
                          "--n", "4,16,64", "--out", tmp_path / "v2")
     assert code == 0 and "n given by --n" in out
+    code, out, err = run(monkeypatch, capsys, "validate", "--model", "smollm2-135m", "--data", "x.jsonl",
+                         "--budget", "100000", "--train-size", "1200", "--quick", "--dry-run", "--adaptive",
+                         "--search", "sbi", "--out", tmp_path / "v3")
+    assert code == 0, err
+    assert "search (sbi): every n of [2, 4, 8" in out and "C/32, C/16, C/8, C/4 rollouts" in out
+    assert "C/2" not in out and "sbi-band" in out and "regret at C = 100000" in out
 
 
 def test_validate_without_the_llm_extra_says_how_to_install_it_before_planning(tmp_path, monkeypatch, capsys):

@@ -66,6 +66,7 @@ def test_plane_recomputed_from_the_records_matches_the_committed_numbers():
     doc = pl.build(RESULTS, readers=tuple(committed["readers"]), only=(name,))
     want, got = committed["sweeps"][name]["summary"], doc["sweeps"][name]["summary"]
     assert sorted(got) == sorted(want)
+    assert "adaptive (sbi)" in want  # the reader inside the search, replayed rung by rung
     for method, w in want.items():
         g = got[method]
         assert g["replays"] == w["replays"] == 14

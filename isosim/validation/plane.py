@@ -25,6 +25,10 @@ continues to C). Methods (``method_names``):
   continues at each rung.
 - ``hyperband``: three successive-halving brackets (every n from C/32; every other n from C/8;
   the grid's ends from C/2), each bracket's winner run to C, the best of them at C kept.
+- ``adaptive (sbi)`` (``--search sbi``, :mod:`isosim.validation.adaptive.sbi_search`): every grid n
+  starts; at C / 32, C / 16, C / 8 and C / 4 the reader of ``sbi-band`` (trained at share rung / C)
+  predicts each surviving n's regret at C and the better half continues; the last one runs to C.
+  Scored only where the bank is given.
 - ``adaptive (default)`` (started at the profile-only prediction where there is one, else the
   grid spread, as ``validate --adaptive``), ``adaptive (spread)``, ``lines`` (``--search lines``).
 """
@@ -176,6 +180,9 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
         picks["adaptive (default)"] = (default["chosen"], default["overhead"])
         lines = ad.replay(full, ad.lines_settings(budget, grid, sweep["eval_samples"]))
         picks["lines"] = (lines["chosen"], lines["overhead"])
+        if bank is not None:
+            res = ad.replay(full, ad.sbi_settings(budget, grid, sweep["b_p"], sweep["eval_samples"], str(bank)))
+            picks["adaptive (sbi)"] = (res["chosen"], res["overhead"])
         hb = hyperband(full, budget, sweep["eval_samples"])
         picks["hyperband"] = (hb["chosen"], hb["overhead"])
         for method, (n, over) in picks.items():

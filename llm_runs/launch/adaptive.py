@@ -78,6 +78,11 @@ def settings_for(plan: ValidationPlan, predicted_n: int | None, policy: str = "a
     samples = int(cfg.val_size) * int(cfg.eval_n)
     if policy == "lines":
         return ad.lines_settings(float(cfg.budget), grid, samples)
+    if policy == "sbi":
+        b_ps = sorted({r.b_p for r in runs})
+        if len(b_ps) != 1:
+            raise IsosimError(f"--search sbi compares runs at one B_p; the plan has B_p {b_ps}")
+        return ad.sbi_settings(float(cfg.budget), grid, b_ps[0], samples)
     return ad.Settings(budget=float(cfg.budget), grid=grid, start=tuple(ad.spread_start(grid, predicted_n)),
                        eval_samples=samples)
 
@@ -90,6 +95,14 @@ def describe_search(plan: ValidationPlan, policy: str = "adaptive") -> list[str]
     if policy == "lines":
         return [f"search (lines): every n of {list(s.grid)} runs to C/4; the two whose local lines carried to "
                 f"C = {c:.0f} are best continue to C/2; the better evaluation there wins and is continued to C"]
+    if policy == "sbi":
+        from isosim.validation.adaptive.sbi_search import READER, bank_path
+
+        return [f"search (sbi): every n of {list(s.grid)} starts; at each rung ({rungs} rollouts, every surviving "
+                f"n run to the same rollouts) the simulation-trained reader ({READER}, bank {bank_path(s.bank)}) "
+                f"predicts each surviving n's regret at C = {c:.0f} from its curve so far, then the better half by "
+                "that prediction continues; the last n left (or the best predicted at the last rung) is continued "
+                "to C; the predictions go to the decision log"]
     return [f"search (adaptive): starts n = {list(s.start)} (the predicted n* and two octaves either side) of the "
             f"grid {list(s.grid)}; at each rung ({rungs} rollouts) it stops the runs that cannot catch the leader "
             f"by C = {c:.0f}, may start the next untried n, and continues the one it chooses (the last run left, "
@@ -169,7 +182,7 @@ class Launcher:
                 raise IsosimError(f"run {run.name} (job {job.job_id}) failed: {last}; rerun to resume") from None
 
 
-SAME_SEARCH = ("budget", "grid", "start", "eval_samples", "policy")
+SAME_SEARCH = ("budget", "grid", "start", "eval_samples", "policy", "b_p")
 """the settings that make a search; the others are the policy's rules"""
 
 
@@ -206,7 +219,7 @@ def observed(pol: ad.Adaptive, runs: dict[int, RunSpec], metric: str) -> dict[in
 def run_adaptive(plan: ValidationPlan, *, launcher: str = "local", opts: SlurmOptions | None = None,
                  metric: str = "val_avg", log: Log = print, policy: str = "adaptive") -> dict[str, Any]:
     """Run the adaptive search of ``plan`` (its runs are the grid, seed 0) to the end; resumable.
-    ``policy``: "adaptive" or "lines" (:class:`isosim.validation.adaptive.Settings`)."""
+    ``policy``: "adaptive", "lines" or "sbi" (:class:`isosim.validation.adaptive.Settings`)."""
     if any(r.seed != 0 for r in plan.runs):
         raise IsosimError("--adaptive runs one seed per n (--seeds 1)")
     runs = {r.n: r for r in plan.runs}

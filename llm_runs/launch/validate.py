@@ -336,7 +336,7 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
 def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = None,
              search: str | None = None) -> list[str]:
     """Lines that show the plan and exactly what would be launched (``--dry-run`` prints them).
-    ``search`` (``adaptive`` or ``lines``): an ``--adaptive`` search runs the plan, which these
+    ``search`` (``adaptive``, ``lines`` or ``sbi``): an ``--adaptive`` search runs the plan, which these
     lines describe (each run's command is then its full form; the search pauses runs at rungs)."""
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "

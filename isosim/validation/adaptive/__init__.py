@@ -58,6 +58,12 @@ and costs about 1.2 runs; of the rules scored it is the only one whose mean regr
 twice the mean seed noise on every committed sweep, organism_f8/hard-128 (runs peak early, larger
 n later) included.
 
+The third rule, ``policy="sbi"`` (:func:`sbi_settings`, ``--search sbi``,
+:mod:`~isosim.validation.adaptive.sbi_search`): successive halving at C / 32, C / 16, C / 8, C / 4
+(:data:`SBI_RUNGS`) whose ranking is the simulation-trained reader's prediction of each surviving
+n's regret at C (:mod:`isosim.predict.sbi`, read as the frozen ``sbi-band`` method reads), taken
+before anything stops; the last n left, or the best predicted at C / 4, continues to C.
+
 Overhead is the rollouts spent on runs that were not chosen, divided by ``C`` (the chosen run is
 the user's training run). :func:`successive_halving` is the blind baseline; the replay runs it on
 its own rungs (``C / 16`` up, :data:`SH_FIRST_RUNG`) and, as an extra column, on the adaptive
@@ -67,11 +73,12 @@ The modules, by concern: :mod:`~isosim.validation.adaptive.rules` (the settings)
 :mod:`~isosim.validation.adaptive.curves` (reading a run's curve),
 :mod:`~isosim.validation.adaptive.search` (the search's state, decisions and log, live or
 replayed), :mod:`~isosim.validation.adaptive.replay` (replays over complete records and the
-reference readers), :mod:`~isosim.validation.adaptive.scoring` (scoring them on a committed sweep).
+reference readers), :mod:`~isosim.validation.adaptive.sbi_search` (the "sbi" rule's rungs),
+:mod:`~isosim.validation.adaptive.scoring` (scoring them on a committed sweep).
 Every public name is importable from this package.
 """
 
-from isosim.validation.adaptive.rules import FIRST_ROUND_RULES, Settings, lines_settings, spread_start
+from isosim.validation.adaptive.rules import FIRST_ROUND_RULES, SBI_RUNGS, Settings, lines_settings, sbi_settings, spread_start
 from isosim.validation.adaptive.curves import (REACH_RTOL, Curve, accelerating, local_fit, noise, past_takeoff,
                                                reveal, roughness, spent, value_at, value_at_steps)
 from isosim.validation.adaptive.search import BOUNDARY, Adaptive, plot_search
@@ -80,9 +87,9 @@ from isosim.validation.adaptive.scoring import (MIN_STEPS, SH_CHEAP, SH_FIRST_RU
                                                 load_sweep, score_references, score_sweep, truth_at)
 
 __all__ = [
-    "BOUNDARY", "FIRST_ROUND_RULES", "MIN_STEPS", "REACH_RTOL", "REFERENCES", "SH_CHEAP", "SH_FIRST_RUNG",
+    "BOUNDARY", "FIRST_ROUND_RULES", "SBI_RUNGS", "MIN_STEPS", "REACH_RTOL", "REFERENCES", "SH_CHEAP", "SH_FIRST_RUNG",
     "Adaptive", "Curve", "Settings", "accelerating", "default_budgets", "grid_at", "informed_choice",
     "lines_settings", "load_sweep", "local_fit", "noise", "past_takeoff", "plot_search", "replay", "reveal",
-    "roughness", "score_references", "score_sweep", "seed_replays", "spent", "spread_start", "successive_halving", "truth_at",
+    "roughness", "sbi_settings", "score_references", "score_sweep", "seed_replays", "spent", "spread_start", "successive_halving", "truth_at",
     "value_at", "value_at_steps",
 ]

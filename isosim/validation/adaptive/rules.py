@@ -10,6 +10,10 @@ from typing import Any
 
 from isosim.errors import IsosimError
 
+POLICIES = ("adaptive", "lines", "sbi")
+SBI_RUNGS = (1 / 32, 1 / 16, 1 / 8, 1 / 4)
+"""the "sbi" search's rungs, as shares of C: those of successive halving from C / 32, up to C / 4
+(the reader was scored on cheap parts of 2.5 to 20 % of C; at 25 % it is trained and read alike)"""
 FIRST_ROUND_RULES = {"trend": "optimistic", "peak_stop": False, "spawns_per_rung": 0, "noise_past_takeoff": False,
                      "matched_steps": False}
 """the settings a decision log that does not name these keys was decided under (it continues
@@ -53,9 +57,16 @@ class Settings:
     """never stop a run of larger n than the leader that is at least as good as the leader was
     after the same number of steps; off by default: it keeps runs of larger n to late rungs"""
     policy: str = "adaptive"
-    """"adaptive" (the rules above) or "lines": every grid n to C / 4, the two whose local lines
+    """"adaptive" (the rules above); "lines": every grid n to C / 4, the two whose local lines
     carried to C are best continue to C / 2, the better evaluation there wins (:func:`lines_settings`;
-    about 1.2 runs of overhead, for training sets small enough that runs peak; studies/LOG.md)"""
+    about 1.2 runs of overhead, for training sets small enough that runs peak; studies/LOG.md);
+    "sbi": successive halving at :data:`SBI_RUNGS` ranked by the simulation-trained reader's
+    prediction at C (:func:`sbi_settings`, :mod:`isosim.validation.adaptive.sbi_search`)"""
+    b_p: int | None = None
+    """prompts per step of every run (the "sbi" reader reads updates at C: C / (B_p n))"""
+    bank: str | None = None
+    """"sbi": the bank of simulated sweeps the reader learns from (None: the committed one,
+    :data:`isosim.predict.from_runs.BANK`)"""
 
     def __post_init__(self) -> None:
         if not (self.budget > 0 and math.isfinite(self.budget)):
@@ -75,16 +86,20 @@ class Settings:
             raise IsosimError(f"eta must be > 1, got {self.eta}")
         if self.trend not in ("signed", "optimistic", "peak", "half"):
             raise IsosimError(f"trend must be 'peak', 'optimistic', 'signed' or 'half', got {self.trend!r}")
-        if self.policy not in ("adaptive", "lines"):
-            raise IsosimError(f"policy must be 'adaptive' or 'lines', got {self.policy!r}")
-        if self.policy == "lines" and sorted(self.start) != sorted(set(self.grid)):
-            raise IsosimError("the 'lines' policy starts every grid n (see lines_settings)")
+        if self.policy not in POLICIES:
+            raise IsosimError(f"policy must be 'adaptive', 'lines' or 'sbi', got {self.policy!r}")
+        if self.policy in ("lines", "sbi") and sorted(self.start) != sorted(set(self.grid)):
+            raise IsosimError(f"the {self.policy!r} policy starts every grid n (see {self.policy}_settings)")
+        if self.policy == "sbi" and not (self.b_p and int(self.b_p) >= 1):
+            raise IsosimError(f"the 'sbi' policy needs the runs' B_p (b_p >= 1), got {self.b_p}")
 
     def rungs(self) -> list[float]:
         """Decision points in rollouts, below the budget: C * first_rung * eta^k < C ("lines":
-        C / 4 and C / 2)."""
+        C / 4 and C / 2; "sbi": :data:`SBI_RUNGS` of C)."""
         if self.policy == "lines":
             return [self.budget / 4, self.budget / 2]
+        if self.policy == "sbi":
+            return [self.budget * f for f in SBI_RUNGS]
         out, r = [], self.budget * self.first_rung
         while r < self.budget * (1 - 1e-9):
             out.append(r)
@@ -121,3 +136,11 @@ def lines_settings(budget: float, grid: Sequence[int], eval_samples: int | None 
     g = tuple(sorted(set(int(n) for n in grid)))
     return Settings(budget=budget, grid=g, start=g, eval_samples=eval_samples, policy="lines")
 
+
+
+def sbi_settings(budget: float, grid: Sequence[int], b_p: int, eval_samples: int | None = None,
+                 bank: str | None = None) -> Settings:
+    """Settings of the "sbi" policy: every grid n starts; decisions at :data:`SBI_RUNGS` of C."""
+    g = tuple(sorted(set(int(n) for n in grid)))
+    return Settings(budget=budget, grid=g, start=g, eval_samples=eval_samples, policy="sbi", b_p=int(b_p),
+                    bank=None if bank is None else str(bank))

@@ -13,6 +13,7 @@ from typing import Any
 from isosim.errors import IsosimError
 from isosim.validation.adaptive.curves import (Curve, accelerating, local_fit, noise, roughness, spent,
                                                value_at_steps)
+from isosim.validation.adaptive import sbi_search
 from isosim.validation.adaptive.rules import Settings
 
 BOUNDARY = ("start", "spawn", "advance", "choose", "done")
@@ -112,6 +113,8 @@ class Adaptive:
             return self.decisions[start:]
         if self.settings.policy == "lines":
             return self._update_lines(curves, start)
+        if self.settings.policy == "sbi":
+            return sbi_search.update(self, curves, start)
         s, r = self.settings, self.rung
         last = {n: max(spent(curves[n]), 1.0) for n in self.active}
         left_n = {n: max(math.log(s.budget / last[n]), 0.0) for n in self.active}
