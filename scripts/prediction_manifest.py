@@ -6,7 +6,9 @@
   predictions in ``organism_f8/prediction{,_calibrated,_dynamics}.json``;
 - ``studies/results/organism/manifest.json``: the easy and hard Q1 sweeps
   (``organism/real/{easy,hard}/``) and ``organism_prediction{,_calibrated,_calibrated_distance,
-  _extrapolated}.json``.
+  _extrapolated}.json``;
+- ``studies/results/organism_long/manifest.json``: the long-budget sweeps whose records to 2e6
+  are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``.
 
 Per sweep: its runs folder and the commit that holds its full records (the last one that touched
 the folder). Per prediction: the file and key, the sha256 of the entry (canonical JSON) and of
@@ -47,6 +49,11 @@ FAMILIES = {
                   f"{RESULTS}/organism_prediction_extrapolated.json"],
         "keys": {"easy": ("easy", "easy-3200"), "hard": ("hard", "hard-1238")},
     },
+    f"{RESULTS}/organism_long/manifest.json": {
+        "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in ("hard-128-long",)},
+        "files": [f"{RESULTS}/organism_long/prediction.json", f"{RESULTS}/organism_long/prediction_calibrated.json"],
+        "keys": {},
+    },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
 in them when they are not its name"""
@@ -67,6 +74,12 @@ NOTES = {
         "committed at 11:42:17 UTC while the rest of the sweep was already running from its cheap part "
         "(11:31-11:57 UTC, studies/LOG.md), before any record past 1e4 was committed; the fit read the "
         "committed copy of the cheap part (runs_cut_at_limit 2, the cheap part's own)"),
+    ("organism_long/prediction.json", "hard-128-long"): (
+        "the long runs repeat the F8 sweep's training for their first 2e5 rollouts (same weights, seeds and "
+        "settings; studies/LOG.md), so each n's curve to 2e5 was known before this prediction; only 2e5-2e6 was unseen"),
+    ("organism_long/prediction_calibrated.json", "hard-128-long"): (
+        "the long runs repeat the F8 sweep's training for their first 2e5 rollouts (same weights, seeds and "
+        "settings; studies/LOG.md), so each n's curve to 2e5 was known before this prediction; only 2e5-2e6 was unseen"),
 }
 """(file under studies/results, key) -> what the commit order alone does not show (from studies/LOG.md)"""
 

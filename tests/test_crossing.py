@@ -36,6 +36,8 @@ def test_crossing_and_table_in_both_readings():
         # large overtakes small where .7 log(b/1e3)/log(1e3) passes .5(1 - e^(-b/5e3)): ~1.4e5
         assert 1.2e5 < m["overtakes"]["2<128"] < 1.7e5
         assert m["n_star_path"][-1]["n_star"] == 128
+        # within 2 se (.01) of the best a little before it leads
+        assert 0.8e5 < m["in_tie_band_from"] <= m["crossing"]
     # the middle n's peak: the best reading keeps .55 (ahead of small n from 1e4 on), the final
     # reading sees it fall behind small n after its peak
     assert both["best"]["overtakes"]["2<8"] is not None and both["final"]["overtakes"]["2<8"] is None

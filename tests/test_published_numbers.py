@@ -102,6 +102,24 @@ def test_f8_measured_frontiers_follow_from_the_records(tmp_path):
     assert_same("organism_f8/measured", RESULTS / "organism_f8" / "measured.json", tmp_path / "measured.json")
 
 
+LONG = "studies/results/organism_long"
+LONG_READINGS = "2e5,5e5,1e6,2e6"
+
+
+def test_long_measured_follow_from_the_records(tmp_path):
+    # the long-budget sweeps: the F8 reading plus n* in both readings at 2e5..2e6, the crossing and
+    # the cheap leader's regret (f8 measure --readings), for every sweep measured so far
+    committed = json.loads((RESULTS / "organism_long" / "measured.json").read_text())
+    assert committed and set(committed) <= {"hard-128-long", "hard-512-long"}
+    runs = [a for s in sorted(committed) for a in ("--runs", f"{s}={LONG}/{s}")]
+    run(["-m", "llm_runs.organism.f8", "measure", *runs, "--prediction", f"{LONG}/prediction.json",
+         "--readings", LONG_READINGS, "--out", str(tmp_path / "measured.json")], tmp_path)
+    assert_same("organism_long/measured", RESULTS / "organism_long" / "measured.json", tmp_path / "measured.json")
+    for entry in committed.values():
+        assert [t["budget"] for t in entry["readings"]["best"]["n_star"]] == [2e5, 5e5, 1e6, 2e6]
+        assert set(entry["readings"]) == {"best", "final"}
+
+
 @pytest.mark.parametrize("which", ["", "_calibrated", "_calibrated_distance"])
 def test_organism_comparisons_follow_from_the_records(tmp_path, which):
     # the organism's easy and hard Q1 sweeps against each committed prediction

@@ -6,7 +6,9 @@ For a sweep of runs ``runs[n][seed]`` (curves of (rollouts, value)) trained to a
 - the path of n*(C) over a log grid of budgets (only where it changes);
 - when larger n overtakes smaller n: for every pair, the budget from which the larger n's seed mean
   stays ahead up to the top budget; the headline ``crossing`` is that budget for the top budget's
-  n* against every smaller n (``None`` when the smallest n is best at the top budget);
+  n* against every smaller n (``None`` when the smallest n is best at the top budget), and
+  ``in_tie_band_from`` the budget from which that n stays within 2 seed se of the best (seed means
+  of near-tied n cross back and forth; the tie band does not);
 - the cheap runs' leader (every n run to a share of the top budget, the best last value, one seed's
   runs at a time, as the plane replays it) and its regret at the top budget, in seed se.
 
@@ -71,6 +73,9 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
     n_top = table[-1]["n_star"]
     smaller = [pairs[f"{a}<{n_top}"] for a in ns if a < n_top]
     crossing = None if not smaller else (None if any(s is None for s in smaller) else max(smaller))
+    in_band = [n_top in rd.truth_at(runs, b, reading)["tie_band"] for b in grid]
+    out_band = [j for j, k in enumerate(in_band) if not k]
+    settled = grid[0] if not out_band else (grid[out_band[-1] + 1] if out_band[-1] + 1 < len(grid) else None)
     truth = rd.truth_at(runs, top, reading)
     seeds = sorted({s for v in runs.values() for s in v})
     leader = []
@@ -84,6 +89,9 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
     return {"reading": reading, "n_star": table, "n_star_path": path, "grid": {"from": grid[0], "to": grid[-1],
             "points": len(grid)}, "overtakes": pairs, "crossing": crossing,
             "crossing_what": f"budget from which n = {n_top} (n* at {top:.3g}) leads every smaller n to {top:.3g}",
+            "in_tie_band_from": settled,
+            "in_tie_band_from_what": f"budget from which n = {n_top} is within 2 seed se of the best n at every "
+                                     f"budget of the grid to {top:.3g} (the crossing without the seed noise)",
             "cheap_leader": {"share": share, "budget": share * top, "per_seed": leader,
                              "mean_regret": float(np.mean([x["regret"] for x in leader])),
                              "mean_regret_in_se": float(np.mean([x["regret_in_se"] for x in leader]))}}
