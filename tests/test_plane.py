@@ -134,7 +134,7 @@ def test_scoreboard_values_in_both_readings():
     assert "final" in doc["reading"] and set(doc["summary_best"]) == set(doc["summary"])
 
 
-LONG_KEYS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long"}
+LONG_KEYS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long", "hard-1238-t06": "hard-1238-long"}
 
 
 @pytest.mark.parametrize("key", sorted(LONG_KEYS))

@@ -47,7 +47,8 @@ def verdicts(doc: dict, method: str) -> dict:
     return {f"{method} vs {b}": {r: pl.dominates(o[method], o[b], r) for r in ("best", "final")} for b in others if b in o}
 
 
-LONG_KEYS = {"hard-128-t06": "organism_long/hard-128-long", "hard-512-t06": "organism_long/hard-512-long"}
+LONG_KEYS = {"hard-128-t06": "organism_long/hard-128-long", "hard-512-t06": "organism_long/hard-512-long",
+             "hard-1238-t06": "organism_long/hard-1238-long"}
 
 
 def prospective(results: Path, scored: dict) -> dict:
