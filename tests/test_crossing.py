@@ -66,3 +66,26 @@ def test_overtake_budget():
     assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([0, 2, 0, 2.0]), b) == 4.0
     assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([2, 2, 2, 2.0]), b) == 1.0
     assert cr.overtake_budget(np.array([1, 1, 1, 1.0]), np.array([2, 2, 2, 0.0]), b) is None
+
+
+def _measure(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "llm_runs.organism.f8", "measure", *args], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_measure_readings_refuses_bad_budgets_and_unfinished_runs(tmp_path):
+    long = "studies/results/organism_long"
+    src = f"hard-128-long={long}/hard-128-long"
+    for bad, msg in (("2e5,abc", "separated by commas"), ("2e5,1e5", "positive and increasing")):
+        res = _measure("--runs", src, "--prediction", f"{long}/prediction.json", "--readings", bad, "--out", str(tmp_path / "m.json"))
+        assert res.returncode == 2 and msg in res.stderr and "Traceback" not in res.stderr
+    # a sweep whose runs end before the last budget: one line, nothing written
+    res = _measure("--runs", src, "--prediction", f"{long}/prediction.json", "--readings", "2e5,4e6", "--out", str(tmp_path / "m.json"))
+    assert res.returncode == 2 and "8 run(s) end short of 4e+06" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "m.json").exists()

@@ -181,11 +181,22 @@ def cmd_predict(a: argparse.Namespace) -> None:
     _merge_write(Path(a.out), out)
 
 
+def _budgets(text: str) -> list[float]:
+    try:
+        at = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise IsosimError(f"--readings takes budgets separated by commas, e.g. 2e5,5e5,1e6,2e6; got {text!r}") from None
+    if not at or any(not b > 0 for b in at) or at != sorted(at):
+        raise IsosimError(f"--readings budgets must be positive and increasing, got {text!r}")
+    return at
+
+
 def cmd_measure(a: argparse.Namespace) -> None:
     """The measured frontier of each sweep's real runs, on its prediction's budget grid."""
     from isosim.integrations import load_runs
     from llm_runs.organism.compare import measure
 
+    at = _budgets(a.readings) if a.readings else None
     pred = json.loads(Path(a.prediction).read_text())
     out = {}
     for sweep_name, folder in (item.split("=", 1) for item in a.runs):
@@ -193,12 +204,16 @@ def cmd_measure(a: argparse.Namespace) -> None:
         m = measure(df, budgets=pred[sweep_name]["budgets"] if sweep_name in pred else None)
         out[sweep_name] = {"setting": pred.get(sweep_name, {}).get("setting"), "runs_folder": folder, **m}
         print(f"{sweep_name}: n* {m['n_star']} n_sat {m['n_sat']} {m['n_sat_ci']}")
-        if a.readings:
+        if at:
             from isosim.validation import crossing
             from isosim.validation.adaptive import load_sweep
 
-            at = [float(x) for x in a.readings.split(",")]
-            out[sweep_name]["readings"] = crossing.measure_both(load_sweep(folder)["runs"], at, a.share)
+            runs = load_sweep(folder)["runs"]
+            short = sorted(f"n{n}_s{s}" for n, seeds in runs.items() for s, c in seeds.items() if c[-1][0] < at[-1] * 0.99)
+            if short:
+                raise IsosimError(f"{sweep_name}: {len(short)} run(s) end short of {at[-1]:.3g} rollouts "
+                                  f"({', '.join(short)}): --readings needs every run to reach its last budget")
+            out[sweep_name]["readings"] = crossing.measure_both(runs, at, a.share)
             for reading, r in out[sweep_name]["readings"].items():
                 lead = r["cheap_leader"]
                 cross = "none" if r["crossing"] is None else f"{r['crossing']:.3g}"
