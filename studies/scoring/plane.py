@@ -101,10 +101,18 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
         ax.set_xscale("symlog", linthresh=0.1)
         ax.set_xlabel("mean overhead (full runs beyond the chosen one)")
         ax.set_ylabel(f"mean regret, {reading} reading (val avg@4)")
-        ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {len(doc['sweeps'])} sweeps",
+        held = doc.get("held_out") or {}
+        for m in ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)", highlight):
+            if m in held:
+                ax.scatter(held[m]["mean_overhead"], held[m][reading]["mean_regret"], s=60 if m == highlight else 30,
+                           facecolors="none", edgecolors="tab:olive" if m == highlight else "tab:blue" if "cheap" in m
+                           else "black", marker="*" if m == highlight else "s")
+        six = sum(not v.get("held_out") for v in doc["sweeps"].values())
+        ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {six} sweeps"
+                     + (f"; hollow: held-out long sweeps ({next(iter(held.values()))['replays']} replays)" if held else ""),
                      fontsize=9)
         ax.grid(alpha=0.3)
-        ax.set_ylim(top=0.02 if reading == "best" else 0.025)
+        ax.set_ylim(top=0.025)
     fig.text(0.5, 0.005, "colour: cheap leader (blue), steps (red), steps-near (pink), steps-sigmoid (brown), lc-sigmoid "
              "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\nblack: searches and "
              "predictions; each reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
