@@ -383,6 +383,18 @@ def test_score_references_on_a_fabricated_sweep(tmp_path):
             assert r["chosen"] == 4 and r["regret"] == 0 and r["overhead"] > 1.5  # three runs, each past C/2
 
 
+def assert_resumes_identically(settings, data, decisions):
+    """A search rebuilt from any prefix of its decision log (through JSON) continues to the same log."""
+    for cut in range(1, len(decisions)):
+        pol = ad.Adaptive(settings, decisions=json.loads(json.dumps(decisions[:cut])))
+        seen = {n: ad.reveal(data[n], sp) for n, sp in pol.stopped.items()}
+        while pol.requests():
+            for n, t in pol.requests().items():
+                seen[n] = ad.reveal(data[n], t)
+            pol.update(seen)
+        assert pol.decisions == json.loads(json.dumps(decisions))
+
+
 def test_lines_policy_is_the_two_stage_reference_and_finds_a_late_riser():
     # a peaked early leader and a late riser that is best at C: the two-stage lines policy keeps
     # the riser (its line) and chooses it at C/2; its replay equals the reference reader exactly
@@ -402,15 +414,7 @@ def test_lines_policy_is_the_two_stage_reference_and_finds_a_late_riser():
         # halving, which reads levels, keeps a peaked run
         assert ad.successive_halving(data, ad.Settings(budget=C, grid=grid, start=grid, first_rung=1 / 16))["chosen"] in (4, 8)
     # resumable: rebuilt from any prefix of its log, it continues identically
-    s = ad.lines_settings(C, grid, 2400)
-    for cut in range(1, len(res["decisions"])):
-        pol = ad.Adaptive(s, decisions=json.loads(json.dumps(res["decisions"][:cut])))
-        seen = {n: ad.reveal(data[n], sp) for n, sp in pol.stopped.items()}
-        while pol.requests():
-            for n, t in pol.requests().items():
-                seen[n] = ad.reveal(data[n], t)
-            pol.update(seen)
-        assert pol.decisions == json.loads(json.dumps(res["decisions"]))
+    assert_resumes_identically(ad.lines_settings(C, grid, 2400), data, res["decisions"])
 
 
 def _sbi_case(seed):
@@ -447,14 +451,7 @@ def test_sbi_search_halves_at_compute_matched_rungs_by_the_readers_prediction():
         assert res["overhead"] == pytest.approx(sum(stops.values()) / C)
         assert res["spent"][16] == data[16][-1][0]  # the chosen run continued to the end of its budget
     # resumable: rebuilt from any prefix of its log, it continues identically
-    for cut in range(1, len(res["decisions"])):
-        pol = ad.Adaptive(s, decisions=json.loads(json.dumps(res["decisions"][:cut])))
-        seen = {n: ad.reveal(data[n], sp) for n, sp in pol.stopped.items()}
-        while pol.requests():
-            for n, t in pol.requests().items():
-                seen[n] = ad.reveal(data[n], t)
-            pol.update(seen)
-        assert pol.decisions == json.loads(json.dumps(res["decisions"]))
+    assert_resumes_identically(s, data, res["decisions"])
 
 
 def test_sbi_search_without_its_bank_is_one_line_error(tmp_path):
