@@ -455,8 +455,10 @@ def validate(
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
                "min_steps": min_steps, "b_max": b_max, "settings": settings, "metric": metric_column(metric), "quick": quick,
                **({"train_size": train_size} if train_size is not None else {})}
-    if search not in ("adaptive", "lines", "sbi"):
-        raise IsosimError(f"--search must be adaptive, lines or sbi, got {search!r}")
+    from isosim.validation.adaptive.rules import POLICIES
+
+    if search not in POLICIES:
+        raise IsosimError(f"--search must be {', '.join(POLICIES[:-1])} or {POLICIES[-1]}, got {search!r}")
     if search != "adaptive" and not adaptive:
         raise IsosimError("--search chooses the rule of an --adaptive search: add --adaptive")
     if adaptive:

@@ -134,15 +134,12 @@ def test_scoreboard_values_in_both_readings():
     assert "final" in doc["reading"] and set(doc["summary_best"]) == set(doc["summary"])
 
 
-LONG_KEYS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long", "hard-1238-t06": "hard-1238-long"}
-
-
-@pytest.mark.parametrize("key", sorted(LONG_KEYS))
+@pytest.mark.parametrize("key", sorted(pl.LONG_SWEEPS))
 def test_long_predictions_follow_from_the_cheap_parts(tmp_path, key):
     """The picks committed before the long sweeps passed 1e5 rollouts (plane_predictions_long.json)
     are what ``recommend`` gives on the committed records at or below 1e5 alone."""
     committed = json.loads((RESULTS / "plane_predictions_long.json").read_text())["sweeps"][key]
-    src = RESULTS / "organism_long" / LONG_KEYS[key]
+    src = RESULTS / pl.LONG / pl.LONG_SWEEPS[key]
     for run in sorted(src.glob("n*_bp16_s*")):
         (tmp_path / run.name).mkdir()
         rows = [line for line in (run / "records.jsonl").read_text().splitlines() if json.loads(line)["rollouts"] <= 1e5]

@@ -51,11 +51,10 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
     n* table, the last one the top budget at which the cheap leader is scored."""
     rd.check_reading(reading)
     top = float(at[-1])
-    table = []
-    for b in at:
-        t = rd.truth_at(runs, b, reading)
-        table.append({"budget": float(b), "n_star": t["best"], "tie_band": t["tie_band"], "seed_se": t["seed_se"],
-                      "mean": t["mean"]})
+    truths = [rd.truth_at(runs, b, reading) for b in at]
+    table = [{"budget": float(b), "n_star": t["best"], "tie_band": t["tie_band"], "seed_se": t["seed_se"],
+              "mean": t["mean"]} for b, t in zip(at, truths)]
+    truth = truths[-1]  # at the top budget
     grid = [float(b) for b in np.geomspace(grid_from, top, grid_points)]
     means = seed_means(runs, grid, reading)
     ok = np.all([np.isfinite(m) for m in means.values()], axis=0)
@@ -76,7 +75,6 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
     in_band = [n_top in rd.truth_at(runs, b, reading)["tie_band"] for b in grid]
     out_band = [j for j, k in enumerate(in_band) if not k]
     settled = grid[0] if not out_band else (grid[out_band[-1] + 1] if out_band[-1] + 1 < len(grid) else None)
-    truth = rd.truth_at(runs, top, reading)
     seeds = sorted({s for v in runs.values() for s in v})
     leader = []
     for seed in seeds:

@@ -52,6 +52,9 @@ SHARES = (0.025, 0.05, 0.1, 0.2)
 CHEAP_READERS = ("lc-sigmoid", "steps", "steps-offset", "steps-sigmoid")
 HB_BRACKETS = ((1 / 32, "all"), (1 / 8, "every other"), (1 / 2, "ends"))
 LONG = "organism_long"
+LONG_SWEEPS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long", "hard-1238-t06": "hard-1238-long"}
+"""the long-budget sweeps: organism setting -> folder under :data:`LONG` (the keys of
+``plane_predictions_long.json``)"""
 LONG_FROM = 2e5
 """the long-budget sweeps are replayed only at budgets above ``LONG_FROM`` (their first 2e5
 rollouts are the F8 sweeps' runs, already replayed)"""

@@ -47,10 +47,6 @@ def verdicts(doc: dict, method: str) -> dict:
     return {f"{method} vs {b}": {r: pl.dominates(o[method], o[b], r) for r in ("best", "final")} for b in others if b in o}
 
 
-LONG_KEYS = {"hard-128-t06": "organism_long/hard-128-long", "hard-512-t06": "organism_long/hard-512-long",
-             "hard-1238-t06": "organism_long/hard-1238-long"}
-
-
 def prospective(results: Path, scored: dict) -> dict:
     """The picks committed before the long sweeps passed their cheap part
     (``results/plane_predictions_long.json``: the frozen method and the cheap leader, each from both
@@ -63,7 +59,7 @@ def prospective(results: Path, scored: dict) -> dict:
         return {}
     out = {}
     for key, preds in json.loads(path.read_text())["sweeps"].items():
-        name = LONG_KEYS.get(key)
+        name = f"{pl.LONG}/{pl.LONG_SWEEPS[key]}" if key in pl.LONG_SWEEPS else None
         if name not in scored:
             continue
         runs = load_sweep(results / name)["runs"]
