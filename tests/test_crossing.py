@@ -89,3 +89,26 @@ def test_measure_readings_refuses_bad_budgets_and_unfinished_runs(tmp_path):
     res = _measure("--runs", src, "--prediction", f"{long}/prediction.json", "--readings", "2e5,4e6", "--out", str(tmp_path / "m.json"))
     assert res.returncode == 2 and "8 run(s) end short of 4e+06" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_plateaus_peaks_and_matched_steps():
+    runs = _sweep()
+    p = cr.plateaus(runs, b_p=4, steps=(10, 100, 1000, 10**6))
+    per = p["per_n"]
+    # the large n climbs to .7 at the last budget; the middle n peaks at .55 at 3e4 and falls to .4
+    assert per["128"]["peak"] == pytest.approx(0.7, abs=1e-9) and per["128"]["peak_rollouts"] == [1e6, 1e6]
+    assert per["8"]["peak"] == pytest.approx(0.55, abs=0.01) and per["8"]["last"] == pytest.approx(0.4, abs=0.01)
+    assert all(2e4 < r < 4.5e4 for r in per["8"]["peak_rollouts"])
+    assert per["8"]["peak_steps"] == [r / (8 * 4) for r in per["8"]["peak_rollouts"]]
+    assert per["2"]["steps_at_top"] == 1e6 / 8
+    assert p["peak_seed_se"] == pytest.approx(0.005) and p["peaks_within_2se"] == [128]
+    assert p["peak_spread"] == pytest.approx(0.7 - 0.5, abs=0.01)
+    # matched steps stop where the shortest run (n 128: 1e6 / 512 steps) ends; at 100 steps n 2 has
+    # seen 800 rollouts (before its first record: its first value), n 128 51,200
+    assert [m["steps"] for m in p["matched_steps"]] == [10, 100, 1000]
+    m100 = p["matched_steps"][1]
+    assert m100["mean"]["128"] == pytest.approx(0.7 * math.log(51.2) / math.log(1e3), abs=1e-6)
+    assert m100["mean"]["2"] == pytest.approx(0.5 * (1 - math.exp(-1e3 / 5e3)), abs=1e-6)
+    # the middle n at 3,200 rollouts: .55 - .1 |log10(3200 / 3e4)| = .453, ahead of the large n's .399
+    assert m100["mean"]["8"] == pytest.approx(0.55 - 0.1 * abs(math.log10(3200 / 3e4)), abs=1e-6)
+    assert m100["best"] == 8 and m100["tie_band"] == [8]

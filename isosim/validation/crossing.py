@@ -10,7 +10,10 @@ For a sweep of runs ``runs[n][seed]`` (curves of (rollouts, value)) trained to a
   ``in_tie_band_from`` the budget from which that n stays within 2 seed se of the best (seed means
   of near-tied n cross back and forth; the tie band does not);
 - the cheap runs' leader (every n run to a share of the top budget, the best last value, one seed's
-  runs at a time, as the plane replays it) and its regret at the top budget, in seed se.
+  runs at a time, as the plane replays it) and its regret at the top budget, in seed se;
+- why n* moves or not (:func:`plateaus`): each n's peak, where it is reached, and every n's value
+  at matched update steps. Larger n can only overtake by climbing higher, or by falling more
+  slowly after the peak; if the peaks are tied and reached early, more budget cannot help it.
 
 Used by ``python -m llm_runs.organism.f8 measure --readings`` for the long-budget organism sweeps.
 """
@@ -93,6 +96,41 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
             "cheap_leader": {"share": share, "budget": share * top, "per_seed": leader,
                              "mean_regret": float(np.mean([x["regret"] for x in leader])),
                              "mean_regret_in_se": float(np.mean([x["regret_in_se"] for x in leader]))}}
+
+
+def plateaus(runs: Runs, b_p: int, steps: Sequence[int] = (25, 50, 100, 200, 400, 800)) -> dict[str, Any]:
+    """Each n's peak (best value up to its last record, seed mean, with the pooled seed se and the
+    rollouts and update steps where each seed peaked), its last value, the n whose peaks are within
+    2 se of the highest, and every n's best value at matched update steps (``steps`` that every run
+    reaches; steps are rollouts / (n * b_p))."""
+    ns = sorted(int(n) for n in runs)
+    top = min(float(c[-1][0]) for seeds in runs.values() for c in seeds.values())
+    peak = rd.truth_at(runs, top, "best")
+    last = rd.truth_at(runs, top, "final")
+    per_n = {}
+    for n in ns:
+        at = []
+        for c in runs[n].values():
+            vals = [float(v) for r, v in c if r <= top * (1 + 1e-9)]
+            j = int(np.argmax(vals))
+            at.append(float(c[j][0]))
+        per_n[str(n)] = {"peak": peak["mean"][str(n)], "last": last["mean"][str(n)],
+                         "peak_rollouts": at, "peak_steps": [r / (n * b_p) for r in at],
+                         "steps_at_top": top / (n * b_p)}
+    by_steps = {n: {s: [(r / (n * b_p), v) for r, v in c] for s, c in seeds.items()} for n, seeds in runs.items()}
+    reach = min(float(c[-1][0]) for seeds in by_steps.values() for c in seeds.values())
+    matched = []
+    for s in steps:
+        if s > reach * (1 + 1e-9):
+            break
+        t = rd.truth_at(by_steps, float(s), "best")
+        matched.append({"steps": int(s), "mean": t["mean"], "best": t["best"], "tie_band": t["tie_band"],
+                        "seed_se": t["seed_se"]})
+    hi = max(peak["mean"].values())
+    return {"top_budget": top, "b_p": int(b_p), "per_n": per_n, "peak_seed_se": peak["seed_se"],
+            "peak_spread": hi - min(peak["mean"].values()),
+            "peaks_within_2se": [n for n in ns if peak["mean"][str(n)] >= hi - 2 * peak["seed_se"]],
+            "matched_steps": matched}
 
 
 def measure_both(runs: Runs, at: Sequence[float], share: float = 0.05) -> dict[str, Any]:

@@ -208,12 +208,16 @@ def cmd_measure(a: argparse.Namespace) -> None:
             from isosim.validation import crossing
             from isosim.validation.adaptive import load_sweep
 
-            runs = load_sweep(folder)["runs"]
+            sweep = load_sweep(folder)
+            runs = sweep["runs"]
             short = sorted(f"n{n}_s{s}" for n, seeds in runs.items() for s, c in seeds.items() if c[-1][0] < at[-1] * 0.99)
             if short:
                 raise IsosimError(f"{sweep_name}: {len(short)} run(s) end short of {at[-1]:.3g} rollouts "
                                   f"({', '.join(short)}): --readings needs every run to reach its last budget")
             out[sweep_name]["readings"] = crossing.measure_both(runs, at, a.share)
+            pl = out[sweep_name]["plateaus"] = crossing.plateaus(runs, sweep["b_p"])
+            print(f"  peaks (best reading): " + ", ".join(f"n {n} {v['peak']:.3f}" for n, v in pl["per_n"].items())
+                  + f" (se {pl['peak_seed_se']:.4f}; within 2 se of the highest: {pl['peaks_within_2se']})")
             for reading, r in out[sweep_name]["readings"].items():
                 lead = r["cheap_leader"]
                 cross = "none" if r["crossing"] is None else f"{r['crossing']:.3g}"
