@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -206,11 +207,13 @@ def cmd_measure(a: argparse.Namespace) -> None:
         print(f"{sweep_name}: n* {m['n_star']} n_sat {m['n_sat']} {m['n_sat_ci']}")
         if at:
             from isosim.validation import crossing
+            from isosim.validation import readings as rd
             from isosim.validation.adaptive import load_sweep
 
             sweep = load_sweep(folder)
             runs = sweep["runs"]
-            short = sorted(f"n{n}_s{s}" for n, seeds in runs.items() for s, c in seeds.items() if c[-1][0] < at[-1] * 0.99)
+            short = sorted(f"n{n}_s{s}" for n, seeds in runs.items() for s, c in seeds.items()
+                           if math.isnan(rd.final_at(c, at[-1])))
             if short:
                 raise IsosimError(f"{sweep_name}: {len(short)} run(s) end short of {at[-1]:.3g} rollouts "
                                   f"({', '.join(short)}): --readings needs every run to reach its last budget")
