@@ -59,3 +59,45 @@ def test_a_build_gives_the_callers_thread_count_back(tmp_path):
     organism.build(tmp_path / "o", organism.OrganismSettings.for_scale("quick", sft_steps=2, threads=threads),
                    log=lambda m: None)
     assert torch.get_num_threads() == before
+
+
+def test_stop_loss_ends_sft_early_and_is_part_of_the_cache_key(tmp_path):
+    # a loss any model reaches at once: the build stops after the 20-step window, not at sft_steps
+    s = organism.OrganismSettings.for_scale("quick", sft_steps=60, sft_stop_loss=100.0)
+    logs: list[str] = []
+    meta = organism.build(tmp_path / "a", s, log=logs.append)
+    assert meta["sft_steps_done"] == 20 and meta["sft_curve"][-1][0] == 19
+    assert meta["settings"]["sft_stop_loss"] == 100.0
+    assert any("stopped after 20 steps" in line for line in logs)
+    # a target never reached: every step is trained
+    never = organism.build(tmp_path / "b", organism.OrganismSettings.for_scale(
+        "quick", sft_steps=25, sft_stop_loss=1e-9), log=logs.append)
+    assert never["sft_steps_done"] == 25 and never["sft_curve"][-1][0] == 24
+    # unset, the key is left out, so builds made before the option keep their cache key
+    assert "sft_stop_loss" not in organism.settings_dict(organism.OrganismSettings.for_scale("quick"))
+    with pytest.raises(IsosimError, match="other settings"):
+        organism.build(tmp_path / "a", organism.OrganismSettings.for_scale("quick", sft_steps=60), log=logs.append)
+
+
+def test_a_larger_organism_is_built_from_the_cli(tmp_path):
+    out = tmp_path / "wide"
+    assert organism.main(["--out", str(out), "--scale", "quick", "--sft-steps", "3", "--hidden-size", "48",
+                          "--num-layers", "3", "--num-heads", "4", "--max-terms", "3"]) == 0
+    meta = json.loads((out / "organism.json").read_text())
+    cfg = json.loads((out / "model" / "config.json").read_text())
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (48, 3, 4)
+    assert meta["settings"]["max_terms"] == 3
+    assert max(len(json.loads(line)["problem"].split("+")) for line in (out / "pool.jsonl").open()) <= 3
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--hidden-size", "64", "--num-heads", "3"], "multiple of num_heads"),
+    (["--num-layers", "0"], "must be positive"),
+    (["--sft-stop-loss", "-1"], "sft_stop_loss must be positive"),
+    (["--max-terms", "1"], "min_terms <= max_terms"),
+])
+def test_cli_bad_model_settings_exit_2(tmp_path, capsys, args, message):
+    assert organism.main(["--out", str(tmp_path / "x"), "--scale", "quick", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()

@@ -70,6 +70,10 @@ class OrganismSettings:
     sft_batch: int = 128          # sequences per step
     sft_lr: float = 3e-3
     threads: int = 2              # torch threads of the build (fixed: results depend on it)
+    # stop early, at the first step whose mean loss over the last 20 steps is at most this (None:
+    # train all sft_steps). A model of another size learns the sums at another step; stopping at
+    # the same loss keeps it unreliable in the same graded way.
+    sft_stop_loss: float | None = None
 
     @staticmethod
     def for_scale(scale: str, **overrides: Any) -> "OrganismSettings":
@@ -86,8 +90,21 @@ class OrganismSettings:
             raise IsosimError("max_digits must be in 1..6")
         if self.pool_size < 1 or self.sft_steps < 0 or self.sft_batch < 1 or self.sft_lr <= 0:
             raise IsosimError("pool_size, sft_batch and sft_lr must be positive, sft_steps >= 0")
+        if min(self.hidden_size, self.num_layers, self.num_heads) < 1:
+            raise IsosimError("hidden_size, num_layers and num_heads must be positive")
         if self.hidden_size % self.num_heads:
             raise IsosimError("hidden_size must be a multiple of num_heads")
+        if self.sft_stop_loss is not None and not self.sft_stop_loss > 0:
+            raise IsosimError(f"sft_stop_loss must be positive, got {self.sft_stop_loss}")
+
+
+def settings_dict(s: OrganismSettings) -> dict[str, Any]:
+    """The settings as written to ``organism.json`` (the cache key). ``sft_stop_loss`` is left out
+    when unset, so builds made before it existed (the shipped one) keep their key."""
+    d = asdict(s)
+    if d["sft_stop_loss"] is None:
+        del d["sft_stop_loss"]
+    return d
 
 
 # --- the problem family -----------------------------------------------------------------------
@@ -193,6 +210,8 @@ def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], l
         opt, lambda i: min(1.0, (i + 1) / max(1, s.sft_steps // 20)))  # warm-up, then constant
     rng = np.random.default_rng([s.seed, 2])
     curve: list[list[float]] = []
+    recent: list[float] = []
+    stopped_at = None
     t0 = time.perf_counter()
     model.train()
     for step in range(s.sft_steps):
@@ -206,16 +225,26 @@ def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], l
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        if step % 100 == 0 or step == s.sft_steps - 1:
+        recent = (recent + [loss.item()])[-20:]
+        stop = s.sft_stop_loss is not None and len(recent) == 20 and sum(recent) / 20 <= s.sft_stop_loss
+        if step % 100 == 0 or step == s.sft_steps - 1 or stop:
             curve.append([step, loss.item()])
             log(f"organism: sft step {step}/{s.sft_steps} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f}s)")
+        if stop:
+            stopped_at = step + 1
+            log(f"organism: stopped after {stopped_at} steps (mean loss of the last 20 "
+                f"{sum(recent) / 20:.4f} <= {s.sft_stop_loss})")
+            break
     model.eval()
     model.generation_config.do_sample = True
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
-    return {"sft_curve": curve, "sft_seconds": time.perf_counter() - t0,
-            "parameters": int(sum(p.numel() for p in model.parameters()))}
+    out = {"sft_curve": curve, "sft_seconds": time.perf_counter() - t0,
+           "parameters": int(sum(p.numel() for p in model.parameters()))}
+    if s.sft_stop_loss is not None:
+        out["sft_steps_done"] = stopped_at if stopped_at is not None else s.sft_steps
+    return out
 
 
 def weights_digest(folder: Path) -> str:
@@ -240,7 +269,7 @@ def build(out: str | Path, settings: OrganismSettings, log: Any = print) -> dict
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise IsosimError(f"{meta_path}: unreadable ({exc})") from None
-        if meta.get("settings") == asdict(settings) and (out / "model" / "model.safetensors").is_file():
+        if meta.get("settings") == settings_dict(settings) and (out / "model" / "model.safetensors").is_file():
             log(f"organism: cached in {out} (weights {meta['weights_sha256'][:12]})")
             return meta
         raise IsosimError(f"{out} holds an organism with other settings: use another --out")
@@ -253,7 +282,7 @@ def build(out: str | Path, settings: OrganismSettings, log: Any = print) -> dict
             fh.write(json.dumps(row) + "\n")
     (out / "pool.jsonl.tmp").replace(out / "pool.jsonl")
     info = train_base_model(settings, out / "model", {r["problem"] for r in pool}, log)
-    meta = {"settings": asdict(settings), **info, "weights_sha256": weights_digest(out / "model"),
+    meta = {"settings": settings_dict(settings), **info, "weights_sha256": weights_digest(out / "model"),
             "prompt_template": PROMPT_TEMPLATE, "instruction": INSTRUCTION, "answer_fallback": ANSWER_FALLBACK,
             "pool": str(out / "pool.jsonl"), "model": str(out / "model")}
     write_json(meta_path, meta)
@@ -268,10 +297,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--sft-steps", type=int, default=None)
     ap.add_argument("--pool-size", type=int, default=None)
+    ap.add_argument("--hidden-size", type=int, default=None, help="width (default 64)")
+    ap.add_argument("--num-layers", type=int, default=None, help="layers (default 2)")
+    ap.add_argument("--num-heads", type=int, default=None, help="attention heads (default 2)")
+    ap.add_argument("--max-terms", type=int, default=None, help="most terms in a sum (default 5)")
+    ap.add_argument("--max-digits", type=int, default=None, help="most digits in a term (default 2)")
+    ap.add_argument("--sft-stop-loss", type=float, default=None,
+                    help="stop SFT once the mean loss of the last 20 steps is at most this; "
+                         "--sft-steps is then the cap (the shipped organism ended at loss .153)")
     args = ap.parse_args(argv)
     try:
         s = OrganismSettings.for_scale(args.scale, seed=args.seed, sft_steps=args.sft_steps,
-                                       pool_size=args.pool_size)
+                                       pool_size=args.pool_size, hidden_size=args.hidden_size,
+                                       num_layers=args.num_layers, num_heads=args.num_heads,
+                                       max_terms=args.max_terms, max_digits=args.max_digits,
+                                       sft_stop_loss=args.sft_stop_loss)
         build(args.out, s)
     except IsosimError as exc:
         print(f"error: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
