@@ -110,7 +110,7 @@ def test_long_measured_follow_from_the_records(tmp_path):
     # the long-budget sweeps: the F8 reading plus n* in both readings at 2e5..2e6, the crossing and
     # the cheap leader's regret (f8 measure --readings), for every sweep measured so far
     committed = json.loads((RESULTS / "organism_long" / "measured.json").read_text())
-    assert committed and set(committed) <= {"hard-128-long", "hard-512-long"}
+    assert committed and set(committed) <= {"hard-128-long", "hard-512-long", "hard-1238-long"}
     runs = [a for s in sorted(committed) for a in ("--runs", f"{s}={LONG}/{s}")]
     run(["-m", "llm_runs.organism.f8", "measure", *runs, "--prediction", f"{LONG}/prediction.json",
          "--readings", LONG_READINGS, "--out", str(tmp_path / "measured.json")], tmp_path)
