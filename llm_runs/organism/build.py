@@ -41,6 +41,7 @@ import hashlib
 import json
 import sys
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -210,8 +211,8 @@ def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], l
         opt, lambda i: min(1.0, (i + 1) / max(1, s.sft_steps // 20)))  # warm-up, then constant
     rng = np.random.default_rng([s.seed, 2])
     curve: list[list[float]] = []
-    recent: list[float] = []
-    stopped_at = None
+    recent: deque[float] = deque(maxlen=20)  # the last 20 losses, for sft_stop_loss
+    steps_done = s.sft_steps
     t0 = time.perf_counter()
     model.train()
     for step in range(s.sft_steps):
@@ -225,15 +226,16 @@ def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], l
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        recent = (recent + [loss.item()])[-20:]
-        stop = s.sft_stop_loss is not None and len(recent) == 20 and sum(recent) / 20 <= s.sft_stop_loss
+        recent.append(loss.item())
+        mean = sum(recent) / len(recent)
+        stop = s.sft_stop_loss is not None and len(recent) == recent.maxlen and mean <= s.sft_stop_loss
         if step % 100 == 0 or step == s.sft_steps - 1 or stop:
             curve.append([step, loss.item()])
             log(f"organism: sft step {step}/{s.sft_steps} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f}s)")
         if stop:
-            stopped_at = step + 1
-            log(f"organism: stopped after {stopped_at} steps (mean loss of the last 20 "
-                f"{sum(recent) / 20:.4f} <= {s.sft_stop_loss})")
+            steps_done = step + 1
+            log(f"organism: stopped after {steps_done} steps (mean loss of the last 20 "
+                f"{mean:.4f} <= {s.sft_stop_loss})")
             break
     model.eval()
     model.generation_config.do_sample = True
@@ -243,7 +245,7 @@ def _train_base_model(s: OrganismSettings, folder: Path, pool_texts: set[str], l
     out = {"sft_curve": curve, "sft_seconds": time.perf_counter() - t0,
            "parameters": int(sum(p.numel() for p in model.parameters()))}
     if s.sft_stop_loss is not None:
-        out["sft_steps_done"] = stopped_at if stopped_at is not None else s.sft_steps
+        out["sft_steps_done"] = steps_done
     return out
 
 
