@@ -50,7 +50,7 @@ FAMILIES = {
         "keys": {"easy": ("easy", "easy-3200"), "hard": ("hard", "hard-1238")},
     },
     f"{RESULTS}/organism_long/manifest.json": {
-        "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in ("hard-128-long", "hard-512-long")},
+        "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in ("hard-128-long", "hard-512-long", "hard-1238-long")},
         "files": [f"{RESULTS}/organism_long/prediction.json", f"{RESULTS}/organism_long/prediction_calibrated.json"],
         "keys": {},
     },
