@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from isosim.validation.plane import LONG_SWEEPS  # noqa: E402  (the long sweeps, the ones the plane holds out)
+
 RESULTS = "studies/results"
 
 FAMILIES = {
@@ -50,7 +53,7 @@ FAMILIES = {
         "keys": {"easy": ("easy", "easy-3200"), "hard": ("hard", "hard-1238")},
     },
     f"{RESULTS}/organism_long/manifest.json": {
-        "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in ("hard-128-long", "hard-512-long", "hard-1238-long")},
+        "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in LONG_SWEEPS.values()},
         "files": [f"{RESULTS}/organism_long/prediction.json", f"{RESULTS}/organism_long/prediction_calibrated.json"],
         "keys": {},
     },
