@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from isosim.errors import IsosimError
+from isosim.files import dumps_json
 from isosim.predict import stepcurve
 from isosim.validation import plane as pl
+from isosim.validation import plane_methods as pm
+from isosim.validation import plane_report as rep
 from isosim.validation import readings as rd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,24 +62,140 @@ def test_steps_reader_reads_larger_n_from_smaller_n_at_matched_steps():
     assert all(out["n"][str(n)]["expected_regret_se"] > 0 for n in (2, 8, 32))
 
 
-def test_plane_recomputed_from_the_records_matches_the_committed_numbers():
-    """A reduced but exact recomputation: one sweep, every method, compared number by number."""
-    committed = json.loads((RESULTS / "plane.json").read_text())
-    name = "organism_f8/hard-128"
-    doc = pl.build(RESULTS, readers=tuple(committed["readers"]), only=(name,))
-    want, got = committed["sweeps"][name]["summary"], doc["sweeps"][name]["summary"]
-    assert sorted(got) == sorted(want)
-    assert "adaptive (sbi)" in want  # the reader inside the search, replayed rung by rung
-    for method, w in want.items():
-        g = got[method]
-        assert g["replays"] == w["replays"] == 14
-        assert g["mean_overhead"] == pytest.approx(w["mean_overhead"], abs=1e-12), method
+def _same(want, got, path="plane.json"):
+    """Every key and value equal (floats to 1e-9)."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (path, sorted(set(got) ^ set(want))[:8])
+        for k in want:
+            _same(want[k], got[k], f"{path}/{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), path
+        for i, (w, g) in enumerate(zip(want, got)):
+            _same(w, g, f"{path}[{i}]")
+    elif isinstance(want, float) or isinstance(got, float):
+        assert got == pytest.approx(want, abs=1e-9), path
+    else:
+        assert got == want, path
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return json.loads((RESULTS / "plane.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def recomputed(committed):
+    """plane.json rebuilt from the committed records (the six 2e5 sweeps and the three long ones),
+    the cheap-part readers' picks taken from its ``picks`` block instead of refitting every curve
+    (those picks are recomputed below); about 20-40 s on one core."""
+    return json.loads(dumps_json(rep.document(RESULTS, stored=committed["picks"])))
+
+
+@pytest.mark.parametrize("block", ["sweeps", "overall", "held_out", "hindsight", "constants", "registered", "loso",
+                                   "isosim_method", "dominance", "held_out_dominance", "held_out_covers",
+                                   "prospective", "picks", "readings", "shares", "readers", "min_budget"])
+def test_every_block_of_the_plane_is_recomputed_from_the_records(committed, recomputed, block):
+    _same(committed[block], recomputed[block], block)
+
+
+def test_nothing_in_the_plane_goes_unchecked(committed, recomputed):
+    assert sorted(committed) == sorted(recomputed)
+    _same(committed, recomputed)
+
+
+def _reader_rows(name):
+    doc = pl.build(RESULTS, readers=rep.READERS, only=(name,), methods={})
+    return doc["picks"][name]
+
+
+def test_reader_picks_refitted_on_hard_128(committed):
+    """The stored picks are what the readers give: refitted on one sweep here (every sweep: the slow test)."""
+    _same(committed["picks"]["organism_f8/hard-128"], _reader_rows("organism_f8/hard-128"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["organism/real/easy", "organism/real/hard", "organism_f8/hard-1238-t06",
+                                  "organism_f8/hard-256", "organism_f8/hard-512", "organism_long/hard-128-long",
+                                  "organism_long/hard-512-long", "organism_long/hard-1238-long"])
+def test_reader_picks_refitted_on_every_sweep(committed, name):
+    _same(committed["picks"][name], _reader_rows(name))
+
+
+def test_the_constants_are_on_the_plane(committed):
+    o, sweeps = committed["overall"], committed["sweeps"]
+    six = [k for k, v in sweeps.items() if not v["held_out"]]
+    replays = o["cheap leader @0.05"]["replays"]
+    assert replays == 84
+    # n = 2 is not in the real sweeps' grids (4..128): not scored there, not invented
+    assert committed["constants"]["fixed n = 2"]["not_in_grid"] == ["organism/real/easy", "organism/real/hard"]
+    assert "fixed n = 2" not in sweeps["organism/real/easy"]["summary"]
+    assert o["fixed n = 2"]["replays"] == sum(sweeps[k]["summary"].get("fixed n = 2", {}).get("replays", 0) for k in six) < replays
+    for n in (4, 8, 16):
+        assert o[f"fixed n = {n}"]["replays"] == replays and o[f"fixed n = {n}"]["mean_overhead"] == 0.0
+        assert f"fixed n = {n}" in committed["held_out"] or n not in (2, 8, 32, 128)
+    # the paper's n: easy 512 and hard 128, each the grid's 128 here
+    assert {k: (v["paper_n"]["paper"], v["paper_n"]["scored_as"]) for k, v in sweeps.items()}["organism/real/easy"] == (512, 128)
+    assert all(v["paper_n"]["scored_as"] == 128 for v in sweeps.values())
+    # the hindsight line is not a method, and no constant does better than it
+    for block, summary in (("overall", o), ("held_out", committed["held_out"])):
         for reading in ("best", "final"):
-            assert g[reading]["mean_regret"] == pytest.approx(w[reading]["mean_regret"], abs=1e-12), (method, reading)
-            assert g[reading]["within_2se"] == w[reading]["within_2se"], (method, reading)
-    # the overall block is the mean over the six sweeps' replays (84), both readings named
-    assert committed["overall"]["cheap leader @0.05"]["replays"] == 84
-    assert set(committed["readings"]) == {"best", "final"} and committed["headline"] == "best"
+            h = committed["hindsight"][block][reading]
+            assert f"fixed n = {h['n']}" not in summary or summary[f"fixed n = {h['n']}"][reading]["mean_regret"] == \
+                pytest.approx(h["mean_regret"])
+            assert all(v[reading]["mean_regret"] >= h["mean_regret"] - 1e-12 for m, v in summary.items()
+                       if m.startswith("fixed n = ") and v["replays"] == h["replays"])
+
+
+def test_every_isosim_method_is_scored_leave_one_sweep_out(committed):
+    loso = committed["loso"]
+    for name, c in loso["reader_choice"].items():
+        twin = pm.TWINS.get(name) or {v: k for k, v in pm.TWINS.items()}.get(name)
+        assert name not in c["trained_on"] and twin not in c["trained_on"] and c["trained_on"]
+        assert c["reader"].split(" @")[0] in rep.ISOSIM_READERS
+    assert all(v["same"] for v in loso["isosim_predict_choice"].values()), loso["isosim_predict_choice"]
+    # the LOSO reader's rows on a sweep are the chosen reader's rows there
+    for name, c in loso["reader_choice"].items():
+        got, want = committed["sweeps"][name]["summary"][rep.LOSO_READER], committed["sweeps"][name]["summary"][c["reader"]]
+        assert got == want
+    # the simulated bank holds no measured record: its settings are drawn, its curves are its own
+    bank = json.loads((RESULTS / "sbi_bank.json").read_text())
+    assert {d["params"]["profile"] for d in bank} <= {"profile_t06.json", "hard", "easy"}
+    assert all(set(d["params"]) == {"n_train", "profile", "lr", "skill", "memorize", "typicality", "n_val"} for d in bank)
+    measured = set()
+    for rec in RESULTS.glob("organism*/**/n*_bp*_s*/records.jsonl"):
+        vals = [json.loads(line).get("val_avg") for line in rec.read_text().splitlines()[1:4]]
+        measured.add(tuple(round(v, 5) for v in vals if v is not None))
+    assert not any(tuple(v for _, v in c[1:4]) in measured for d in bank for c in d["curves"].values())
+
+
+def test_a_registered_method_sees_only_its_cheap_runs():
+    """The extension point: a method reads its declared runs up to share x C, its fit gets the other
+    sweeps only; its pick is scored in both readings with its overhead."""
+    seen, trained = [], []
+
+    def pick(a):
+        for curves in a.runs.values():
+            for n, c in curves.items():
+                pos = [r for r, _ in c if r > 0]
+                assert n in (8, 32) and (len(pos) == 1 or pos[-1] <= a.budget * 0.025 * 1.01)
+        seen.append(a)
+        last = {n: c[-1][1] for n, c in a.runs[a.seed].items()}
+        return {"best": max(last, key=last.get), "final": 8}
+
+    toy = pm.Method("toy @0.025", pick, runs=(8, 32), share=0.025, fit=lambda other: trained.append(sorted(other)))
+    name = "organism_f8/hard-128"
+    doc = pl.build(RESULTS, readers=(), only=(name,), methods={"toy @0.025": toy, "fixed n = 8": pm.constant(8)})
+    rows = [r for r in doc["rows"] if r["method"] == "toy @0.025"]
+    assert len(rows) == len(seen) == 14 and all(r["final"]["chosen"] == 8 for r in rows)
+    assert trained and name not in trained[0] and "organism_long/hard-128-long" not in trained[0]
+    assert "organism_f8/hard-512" in trained[0]
+    for r, a in zip(rows, seen):
+        other = 32 if r["chosen"] == 8 else 8
+        assert r["overhead"] == pytest.approx(a.runs[a.seed][other][-1][0] / r["budget"])
+    const = [r for r in doc["rows"] if r["method"] == "fixed n = 8"]
+    assert len(const) == 14 and all(r["overhead"] == 0 and r["chosen"] == 8 for r in const)
+    with pytest.raises(IsosimError):
+        pm.register(pm.constant(8))  # the name is taken
 
 
 METHOD_FILES = ("isosim/predict/sbi.py", "isosim/predict/stepcurve.py", "isosim/predict/from_runs.py",

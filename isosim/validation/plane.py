@@ -19,8 +19,12 @@ continues to C). Methods (``method_names``):
 - ``sbi-band @s``: the same reader choosing only among the n within 2 evaluation sds of the
   cheap leader (``sbi-band1``: 1 sd).
 - ``profile-only``: the committed profile-only prediction (no runs before the chosen one).
-- ``isosim predict``: the scoreboard's calibrated pick (its cheap part: every n to 5 % of the
-  sweep's full budget, counted at that cost).
+- ``isosim predict``: the scoreboard's calibrated pick (its cheap part: every n and every seed to
+  5 % of the sweep's full budget, every one of those runs but the chosen one counted as overhead).
+- ``dynamics fit``: the committed whole-grid dynamics calibration of a 2e5 sweep (the same cheap
+  part, the same overhead).
+- every method registered in :mod:`isosim.validation.plane_methods` (the fixed n = 2, 4, 8, 16 and
+  the paper's n, at overhead 0; any method added there), from what it may read alone.
 - ``successive halving (C/16)``, ``successive halving (C/32)``: every grid n, the better half
   continues at each rung.
 - ``hyperband``: three successive-halving brackets (every n from C/32; every other n from C/8;
@@ -45,6 +49,7 @@ import numpy as np
 
 from isosim.predict import sbi, stepcurve
 from isosim.validation import adaptive as ad
+from isosim.validation import plane_methods as pm
 from isosim.validation import readings as rd
 
 MIN_BUDGET = 2e4
@@ -145,13 +150,24 @@ def hyperband(full: Mapping[int, Any], budget: float, eval_samples: int | None) 
 
 def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | None, calibrated: tuple | None,
             readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
-            pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None) -> list[dict[str, Any]]:
-    """One row per (budget, seed, method): the pick, its overhead and, per reading, its regret."""
+            pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None, ctx: Mapping[str, Any] | None = None,
+            methods: Mapping[str, pm.Method] | None = None, fitted: Mapping[str, Any] | None = None,
+            dynamics: Callable | None = None, stored: Mapping[str, Any] | None = None,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One row per (budget, seed, method): the pick, its overhead and, per reading, its regret; and
+    one entry per replay (budget, seed) with the truth in each reading. ``calibrated`` and
+    ``dynamics`` read every n and seed of the sweep to their cheap budget: their overhead counts
+    every one of those runs but the chosen one's; the registered ``methods`` (constants and any
+    :mod:`isosim.validation.plane_methods` method) see only their :class:`~isosim.validation.plane_methods.Allowed`."""
     policy_rows = {(r["budget"], r["seed"], r["policy"]): r for r in ad.score_sweep(sweep, budgets, predicted=profile)}
-    rows = []
+    full_grid, n_seeds = sorted(sweep["runs"]), len(sweep["seeds"])
+    rows, seen = [], []
+    at = {(float(b), int(s)): i for i, (b, s) in enumerate((stored or {}).get("replays", []))}
     for budget, grid, _truth, seed, full in ad.seed_replays(sweep, budgets):
+        i = at.get((float(budget), int(seed)))
         truths = {reading: rd.truth_at({n: sweep["runs"][n] for n in grid}, budget, reading) for reading in rd.READINGS}
-        picks: dict[str, tuple[int, float]] = {}
+        seen.append({"budget": float(budget), "seed": int(seed), "truth": truths})
+        picks: dict[str, tuple[int | dict[str, int], float]] = {}
         for share in shares:
             lead = ad.informed_choice(full, budget, frac=1 / share, reading="level")
             picks[f"cheap leader @{share:g}"] = (lead["chosen"], lead["overhead"])
@@ -161,6 +177,9 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
                     name = f"{reader} @{share:g}" + ("" if reading == rd.HEADLINE else f" ({reading} reader)")
                     if reading != rd.HEADLINE and not reader.startswith("steps") or (reader.startswith("sbi") and bank is None):
                         continue  # the other readers do not depend on the reading
+                    if i is not None and pick_rules == ("max",) and (stored.get(name) or [None] * (i + 1))[i] is not None:
+                        picks[name] = (int(stored[name][i]), _cheap(full, budget, share, int(stored[name][i])))
+                        continue
                     if reader.startswith("sbi"):
                         values = sbi.reader(bank, share).read(cheap, sweep["b_p"], budget, sbi.BANDS[reader],
                                                               sweep["eval_samples"])
@@ -172,9 +191,10 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
                         picks[label] = (n, _cheap(full, budget, share, n))
         if profile is not None and profile(budget):
             picks["profile-only"] = (_clip(profile(budget), grid), 0.0)
-        if calibrated is not None and calibrated[0](budget):
-            n = _clip(calibrated[0](budget), grid)
-            picks["isosim predict"] = (n, min(calibrated[1], budget) * (len(grid) - 1) / budget)
+        for label, pred in (("isosim predict", calibrated), ("dynamics fit", dynamics)):
+            if pred is not None and pred[0](budget):
+                n = _clip(pred[0](budget), grid)
+                picks[label] = (n, (len(full_grid) * n_seeds - 1) * min(pred[1], budget) / budget)
         for pol, name in (("successive halving", "successive halving (C/16)"), (ad.SH_CHEAP, "successive halving (C/32)"),
                           ("adaptive (spread)", "adaptive (spread)")):
             r = policy_rows[(budget, seed, pol)]
@@ -188,12 +208,16 @@ def replays(sweep: Mapping[str, Any], budgets: list[float], profile: Callable | 
             picks["adaptive (sbi)"] = (res["chosen"], res["overhead"])
         hb = hyperband(full, budget, sweep["eval_samples"])
         picks["hyperband"] = (hb["chosen"], hb["overhead"])
+        if ctx is not None:
+            picks.update(pm.picks_at(pm.REGISTRY if methods is None else methods, ctx, budget, grid, seed, fitted or {}))
         for method, (n, over) in picks.items():
-            row = {"budget": float(budget), "seed": int(seed), "method": method, "chosen": int(n), "overhead": float(over)}
+            per = n if isinstance(n, Mapping) else {reading: int(n) for reading in rd.READINGS}
+            row = {"budget": float(budget), "seed": int(seed), "method": method, "chosen": int(per[rd.HEADLINE]),
+                   "overhead": float(over)}
             for reading, truth in truths.items():
-                row[reading] = {**rd.regret(truth, n), "best_n": truth["best"]}
+                row[reading] = {**rd.regret(truth, per[reading]), "best_n": truth["best"], "chosen": int(per[reading])}
             rows.append(row)
-    return rows
+    return rows, seen
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,38 +241,101 @@ def dominates(a: Mapping[str, Any], b: Mapping[str, Any], reading: str = rd.HEAD
     return ra <= rb + eps and oa <= ob + eps and (ra < rb - eps or oa < ob - eps)
 
 
+def sweep_kind(name: str) -> str:
+    """The paper's recipe a sweep follows: ``easy`` for the organism's easy split, else ``hard``."""
+    return "easy" if Path(name).name.startswith("easy") else "hard"
+
+
+def profile_path(name: str, results: Path) -> Path:
+    """The base model's profile a sweep's cheap-data methods may read (pass rates at its temperature)."""
+    return results / ("organism/profile.json" if name.startswith("organism/real/") else "organism_f8/profile_t06.json")
+
+
+def dynamics_prediction(name: str, results: Path) -> tuple[Callable[[float], int | None], float] | None:
+    """The committed whole-grid dynamics fit of a 2e5 sweep (``isosim calibrate --dynamics`` on every
+    n and seed to 5 % of the sweep, then the simulator; n_tol, else n_star) and its cheap rollouts
+    per run."""
+    from isosim.validation.scoreboard import CHEAP_SHARE, prediction_picks
+
+    if name.startswith("organism/real/"):
+        path, key = results / "organism" / "prediction_dynamics_grid.json", Path(name).name
+    elif name.startswith("organism_f8/"):
+        path, key = results / "organism_f8" / "prediction_dynamics.json", Path(name).name
+    else:
+        return None
+    pred = json.loads(path.read_text()).get(key) if path.is_file() else None
+    if not pred:
+        return None
+    return _nearest(pred["budgets"], prediction_picks(pred, pred["budgets"])), CHEAP_SHARE * float(pred["max_rollouts"])
+
+
+def _settings(folder: Path) -> dict[str, Any]:
+    cfg = next(iter(sorted(folder.glob("n*_bp*_s*/config.json"))), None)
+    return {k: v for k, v in json.loads(cfg.read_text()).items() if k not in ("n", "seed", "run_id")} if cfg else {}
+
+
 def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple[float, ...] = SHARES,
-          pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None, only: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The plane over every finished sweep under ``results`` (``only``: those names)."""
+          pick_rules: tuple[str, ...] = ("max",), bank: Path | None = None, only: tuple[str, ...] | None = None,
+          methods: Mapping[str, pm.Method] | None = None, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every method's rows over every finished sweep under ``results`` (``only``: those names), the
+    replays' truths and the readers' picks (``picks``; ``stored``: a committed ``picks`` block whose
+    reader picks are taken instead of recomputed). :func:`isosim.validation.plane_report.document`
+    summarises them."""
     from isosim.validation.scoreboard import unfinished
 
     doc: dict[str, Any] = {"readings": {"best": "best validated value up to C (analyze's n* reads it); the headline",
                                         "final": "value at C (train to C, keep the last)"},
                            "headline": rd.HEADLINE, "min_budget": MIN_BUDGET, "shares": list(shares),
                            "readers": list(readers), "pick_rules": list(pick_rules),
-                           "sweeps": {}, "not_scored_yet": {}}
-    all_rows, long_rows = [], []
+                           "sweeps": {}, "not_scored_yet": {}, "picks": {}}
+    loaded = {}
     for name, folder in find_sweeps(results).items():
-        if only and name not in only:
-            continue
         short = unfinished(folder)
         if short:
             doc["not_scored_yet"][name] = f"{len(short)} run(s) short of their budget"
+        else:
+            loaded[name] = (folder, ad.load_sweep(folder))
+    methods = pm.REGISTRY if methods is None else methods
+    rows_all, seen_all = [], []
+    for name, (folder, sw) in loaded.items():
+        if only and name not in only:
             continue
-        sw = ad.load_sweep(folder)
         budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
         if held_out(name):
             budgets = [b for b in budgets if b > LONG_FROM]
-        rows = replays(sw, budgets, profile_prediction(name, results), calibrated_prediction(folder, results),
-                       readers, shares, pick_rules, bank or results / "sbi_bank.json")
-        for r in rows:
+        training = pm.loso_training(name, {k: v[1] for k, v in loaded.items()})
+        fitted = {m.name: m.fit(training) for m in methods.values() if m.fit is not None}
+        ctx = {"name": name, "sweep": sw, "kind": sweep_kind(name), "settings": _settings(folder),
+               "profile": profile_path(name, results)}
+        rows, seen = replays(sw, budgets, profile_prediction(name, results), calibrated_prediction(folder, results),
+                             readers, shares, pick_rules, bank or results / "sbi_bank.json", ctx, methods, fitted,
+                             dynamics_prediction(name, results), (stored or {}).get(name))
+        for r in rows + seen:
             r["sweep"] = name
-        doc["sweeps"][name] = {"budgets": budgets, "summary": summarise(rows), "held_out": held_out(name)}
-        (long_rows if held_out(name) else all_rows).extend(rows)
-    doc["overall"] = summarise(all_rows)
-    doc["held_out"] = summarise(long_rows) if long_rows else {}
-    doc["rows"] = all_rows + long_rows
+        grid = sorted(sw["runs"])
+        doc["sweeps"][name] = {"budgets": budgets, "held_out": held_out(name), "grid": grid, "kind": sweep_kind(name),
+                               "paper_n": {"paper": pm.PAPER_N[sweep_kind(name)], "scored_as": pm.paper_n(sweep_kind(name), grid)}}
+        doc["picks"][name] = stored_picks(rows, seen, readers, shares)
+        rows_all += rows
+        seen_all += seen
+    doc["rows"], doc["replays"] = rows_all, seen_all
     return doc
+
+
+def stored_picks(rows: list[dict[str, Any]], seen: list[dict[str, Any]], readers: tuple[str, ...],
+                 shares: tuple[float, ...]) -> dict[str, Any]:
+    """The cheap-part readers' picks, replay by replay (the expensive part of the plane), so that
+    the summaries can be recomputed from the records without refitting every curve."""
+    order = {(s["budget"], s["seed"]): i for i, s in enumerate(seen)}
+    labels = sorted({r["method"] for r in rows if r["method"].split(" @")[0] in readers})
+    out: dict[str, Any] = {"replays": [[s["budget"], s["seed"]] for s in seen]}
+    for label in labels:
+        col = [None] * len(seen)
+        for r in rows:
+            if r["method"] == label:
+                col[order[(r["budget"], r["seed"])]] = r["chosen"]
+        out[label] = col
+    return out
 
 
 def covers(rows: list[dict[str, Any]], method: str, reading: str = rd.HEADLINE) -> dict[str, Any]:

@@ -15,7 +15,6 @@
 # %%
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -26,51 +25,10 @@ sys.path.insert(0, str(ROOT))
 from isosim.files import write_json  # noqa: E402
 from isosim.validation import plane as pl  # noqa: E402
 
+from isosim.validation import plane_report as rep  # noqa: E402
+
 RESULTS = ROOT / "results"
 FIGURES = ROOT / "figures"
-READERS = ("lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid", "sbi", "sbi-band", "sbi-band1")
-COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)")
-
-
-def frozen() -> dict:
-    path = RESULTS / "plane_method.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def verdicts(doc: dict, method: str) -> dict:
-    """Does ``method`` dominate each of ``COMPARE`` (and the cheap leader at its own share) in each reading?"""
-    o = doc["overall"]
-    if method not in o:
-        return {}
-    share = method.split("@")[-1] if "@" in method else None
-    others = list(COMPARE) + ([f"cheap leader @{share}"] if share and f"cheap leader @{share}" not in COMPARE else [])
-    return {f"{method} vs {b}": {r: pl.dominates(o[method], o[b], r) for r in ("best", "final")} for b in others if b in o}
-
-
-def prospective(results: Path, scored: dict) -> dict:
-    """The picks committed before the long sweeps passed their cheap part
-    (``results/plane_predictions_long.json``: the frozen method and the cheap leader, each from both
-    seeds' cheap parts), scored at their budget in both readings on every long sweep that is done."""
-    from isosim.validation import readings as rd
-    from isosim.validation.adaptive import load_sweep
-
-    path = results / "plane_predictions_long.json"
-    if not path.is_file():
-        return {}
-    out = {}
-    for key, preds in json.loads(path.read_text())["sweeps"].items():
-        name = f"{pl.LONG}/{pl.LONG_SWEEPS[key]}" if key in pl.LONG_SWEEPS else None
-        if name not in scored:
-            continue
-        runs = load_sweep(results / name)["runs"]
-        entry = {}
-        for label, p in preds.items():
-            truths = {r: rd.truth_at(runs, p["budget"], r) for r in rd.READINGS}
-            entry[label] = {"pick": p["pick"], "budget": p["budget"],
-                            **{r: {**rd.regret(t, p["pick"]), "best_n": t["best"], "tie_band": t["tie_band"]}
-                               for r, t in truths.items()}}
-        out[name] = entry
-    return out
 
 
 def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
@@ -86,6 +44,11 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
             if "(final reader)" in m:
                 continue
             fam = m.split(" @")[0]
+            if fam.startswith("fixed n = ") or fam == "paper's n":
+                ax.scatter(0, v[reading]["mean_regret"], color="tab:red", marker="D", s=40, zorder=3)
+                ax.annotate(f"{m} ({v['replays']})", (0, v[reading]["mean_regret"]), fontsize=6, xytext=(5, -2),
+                            textcoords="offset points", color="tab:red")
+                continue
             color = {"cheap leader": "tab:blue", "steps": "tab:red", "steps-near": "tab:pink", "steps-offset": "tab:orange",
                      "steps-sigmoid": "tab:brown", "lc-sigmoid": "tab:purple", "sbi": "tab:green", "sbi-band": "tab:olive",
                      "sbi-band1": "tab:cyan"}.get(fam, "black")
@@ -94,10 +57,18 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
             if ("@" not in m or m == highlight or m == "cheap leader @0.05") and v[reading]["mean_regret"] < 0.02:
                 ax.annotate(m, (v["mean_overhead"], v[reading]["mean_regret"]), fontsize=6, xytext=(3, 2),
                             textcoords="offset points")
+        hind = doc["hindsight"]["overall"][reading]
+        if hind:
+            ax.axhline(hind["mean_regret"], color="tab:red", ls=":", lw=0.8)
+            ax.text(0.3, hind["mean_regret"], f"best fixed n in hindsight (n = {hind['n']}; a reference, not a method)",
+                    transform=ax.get_yaxis_transform(), fontsize=6, va="top", color="tab:red")
         ax.set_xscale("symlog", linthresh=0.1)
         ax.set_xlabel("mean overhead (full runs beyond the chosen one)")
         ax.set_ylabel(f"mean regret, {reading} reading (val avg@4)")
         held = doc.get("held_out") or {}
+        for m, v in held.items():
+            if m.startswith("fixed n = "):
+                ax.scatter(0, v[reading]["mean_regret"], facecolors="none", edgecolors="tab:red", marker="D", s=40)
         for m in ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)", highlight):
             if m in held:
                 ax.scatter(held[m]["mean_overhead"], held[m][reading]["mean_regret"], s=60 if m == highlight else 30,
@@ -111,27 +82,19 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
         ax.set_ylim(top=0.025)
     fig.text(0.5, 0.005, "colour: cheap leader (blue), steps (red), steps-near (pink), steps-sigmoid (brown), lc-sigmoid "
              "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\nblack: searches and "
-             "predictions; each reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
+             "predictions; red diamonds at overhead 0: fixed n (replays scored in brackets; an n not in a sweep's grid "
+             "is not scored there);\neach reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
              ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
 
 
 def main(results: Path = RESULTS, out: Path | None = None, fig: Path | None = None) -> dict:
-    doc = pl.build(results, readers=READERS)
-    rows = doc.pop("rows")
-    chosen = frozen().get("method_label")
-    doc["isosim_method"] = chosen
-    doc["dominance"] = verdicts(doc, chosen) if chosen else {}
-    if chosen and doc["held_out"]:
-        held = [r for r in rows if doc["sweeps"][r["sweep"]]["held_out"]]
-        doc["held_out_dominance"] = verdicts({"overall": doc["held_out"]}, chosen)
-        doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in ("best", "final")}
-    doc["prospective"] = prospective(results, {k for k, v in doc["sweeps"].items() if v["held_out"]})
+    doc = rep.document(results)
     write_json(out or results / "plane.json", doc)
     if fig is not False:
-        plot(doc, fig or FIGURES / "plane.png", chosen)
+        plot(doc, fig or FIGURES / "plane.png", doc["isosim_method"])
     return doc
 
 
@@ -140,24 +103,30 @@ if __name__ == "__main__":
 
     # quick and full are the same computation; --quick (or ISOSIM_STUDY_OUT) writes elsewhere
     quick, _, fig_dir, out = setup("plane", "every way of choosing n: its regret against the compute it spends")
-    rep = main(out=out, fig=fig_dir / "plane.png")
-    held = [("held-out long sweeps", {"summary": rep["held_out"]})] if rep["held_out"] else []
-    for name, block in list(rep["sweeps"].items()) + [("all sweeps", {"summary": rep["overall"]})] + held:
+    doc = main(out=out, fig=fig_dir / "plane.png")
+    held = [("held-out long sweeps", {"summary": doc["held_out"]})] if doc["held_out"] else []
+    for name, block in list(doc["sweeps"].items()) + [("all sweeps", {"summary": doc["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
             print(f"  {m:42s} overhead {v['mean_overhead']:.3f}  best: regret {v['best']['mean_regret']:.4f} "
                   f"within 2se {v['best']['within_2se']}/{v['replays']}  final: regret {v['final']['mean_regret']:.4f} "
                   f"within 2se {v['final']['within_2se']}/{v['replays']}")
-    print("isosim method:", rep["isosim_method"])
-    for k, v in rep["dominance"].items():
+    for block, h in doc["hindsight"].items():
+        for reading, v in h.items():
+            if v:
+                print(f"  {block}, {reading}: best fixed n in hindsight {v['n']} ({v['mean_regret']:.4f} over {v['replays']})")
+    for name, c in doc["loso"]["reader_choice"].items():
+        print(f"  without {name}: the freeze rule picks {c['reader']}")
+    print("isosim method:", doc["isosim_method"])
+    for k, v in doc["dominance"].items():
         print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
-    for k, v in rep.get("held_out_dominance", {}).items():
+    for k, v in doc.get("held_out_dominance", {}).items():
         print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
-    for sweep, preds in rep.get("prospective", {}).items():
+    for sweep, preds in doc.get("prospective", {}).items():
         for label, p in preds.items():
             print(f"  committed before {sweep}: {label} picked {p['pick']}: " + "; ".join(
                 f"{r} regret {p[r]['regret']:.4f} (2 se {2 * p[r]['seed_se']:.4f}, best {p[r]['best_n']})"
                 for r in ("best", "final")))
-    for reading, c in rep.get("held_out_covers", {}).items():
+    for reading, c in doc.get("held_out_covers", {}).items():
         print(f"  held out, {reading}: some method within 2 se on {c['some_method_within_2se']} of {c['replays']} "
               f"replays; the isosim method not on {len(c['missed'])}")

@@ -1,0 +1,187 @@
+"""Ways of choosing n that read only a sweep's allowed data, and how to put a new one on the plane.
+
+A :class:`Method` is a name, the cheap runs it may read (which n, to what share of the budget C,
+from the replayed seed or from every seed) and a function ``pick(allowed)`` that returns an n (the
+same for both readings), a ``{"best": n, "final": n}`` mapping, or None (not scored at this
+replay). ``allowed`` (:class:`Allowed`) is everything the method may see at one replay of
+:mod:`isosim.validation.plane`: the sweep's settings (its grid, B_p, kind, one run's config), the
+base model's profile, the budget, and the declared runs revealed up to ``share`` x C. Nothing else
+of the scored sweep reaches the function, so a registered method is leave-one-sweep-out by
+construction. A method that learns from measured records declares ``fit``: it is called with the
+other sweeps' full records only (the scored sweep and its twin, the same runs continued in a long
+sweep, left out), and its result reaches ``pick`` as ``allowed.fitted``.
+
+Registering a method (a simulator calibrated on one cheap run of n = 8 to 2.5 % of C)::
+
+    from isosim.validation import plane_methods as pm
+
+    def simfit_pick(a: pm.Allowed) -> int | None:
+        curve = a.runs[a.seed][8]          # the one cheap run: [(rollouts, val avg@4), ...]
+        ...                                 # calibrate, simulate every n of a.grid to a.budget
+        return n                            # or {"best": n_best, "final": n_final}
+
+    pm.register(pm.Method("simfit @0.025", simfit_pick, runs=(8,), share=0.025,
+                          note="base profile + one cheap run of n = 8; simulator calibrated on it"))
+
+then ``python studies/scoring/plane.py``: the method is scored on every sweep, per sweep, overall
+and held out, in both readings, its overhead counted from the runs it declared.
+
+Constants (a fixed n, no runs: overhead 0) and the paper's n (:data:`PAPER_N`, the nearest grid n)
+are registered here; a constant whose n is not in a replay's grid is not scored there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+from isosim.validation import readings as rd
+from isosim.validation.adaptive import reveal, spent
+
+Curve = list[tuple[float, float]]
+PAPER_N = {"easy": 512, "hard": 128}
+"""the paper's saturation n* per recipe (PAPER.md finding 2: Qwen2.5-7B easy 512, hard 128)"""
+CONSTANTS = (2, 4, 8, 16)
+"""fixed n put on the plane: 2 (2-GRPO), 4, 8 (TRL's default ``num_generations``), 16"""
+TWINS = {"organism_long/hard-128-long": "organism_f8/hard-128", "organism_long/hard-512-long": "organism_f8/hard-512",
+         "organism_long/hard-1238-long": "organism_f8/hard-1238-t06"}
+"""a long sweep -> the 2e5 sweep whose runs it continues (the same first 2e5 rollouts)"""
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What a method may read at one replay (one sweep, budget and seed)."""
+
+    sweep: str
+    kind: str
+    grid: tuple[int, ...]
+    """the n a replay at this budget may choose (each can take enough update steps at C)"""
+    full_grid: tuple[int, ...]
+    """every n the sweep ran"""
+    b_p: int
+    eval_samples: int | None
+    settings: Mapping[str, Any]
+    profile: Path | None
+    budget: float
+    seed: int
+    runs: Mapping[int, Mapping[int, Curve]]
+    """seed -> n -> the declared runs revealed up to share x budget (the replayed seed only unless
+    the method pools seeds)"""
+    fitted: Any = None
+
+
+@dataclass(frozen=True)
+class Method:
+    """A way of choosing n from a sweep's allowed data (see the module docstring)."""
+
+    name: str
+    pick: Callable[[Allowed], int | Mapping[str, int] | None]
+    runs: tuple[int, ...] | Callable[[tuple[int, ...]], tuple[int, ...]] = ()
+    share: float = 0.0
+    pool_seeds: bool = False
+    fit: Callable[[Mapping[str, Mapping[str, Any]]], Any] | None = None
+    kind: str = "cheap"
+    note: str = ""
+    reads: dict[str, Any] = field(default_factory=dict)
+
+    def declared(self, grid: Sequence[int]) -> tuple[int, ...]:
+        return tuple(self.runs(tuple(grid))) if callable(self.runs) else tuple(self.runs)
+
+
+REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Put ``method`` on the plane (a name already taken is an error)."""
+    if method.name in REGISTRY:
+        raise IsosimError(f"a plane method named {method.name!r} is already registered")
+    if not 0 <= method.share <= 1:
+        raise IsosimError(f"{method.name}: share must be in [0, 1], got {method.share}")
+    REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    REGISTRY.pop(name, None)
+
+
+def constant(n: int) -> Method:
+    return Method(f"fixed n = {n}", lambda a: n if n in a.grid else None, kind="constant",
+                  note=f"n = {n} at every budget, no runs before it; not scored where {n} is not in the replay's grid")
+
+
+def nearest_in_grid(n: int, grid: Sequence[int]) -> int:
+    """The grid's n nearest to ``n`` in octaves, ties to the smaller."""
+    return min(grid, key=lambda g: (abs(math.log2(g) - math.log2(n)), g))
+
+
+def paper_n(kind: str, grid: Sequence[int]) -> int:
+    """The paper's n for a sweep of this recipe, as the nearest n of the sweep's full grid."""
+    return nearest_in_grid(PAPER_N[kind], grid)
+
+
+def _paper_pick(a: Allowed) -> int | None:
+    n = paper_n(a.kind, a.full_grid)
+    return n if n in a.grid else None
+
+
+PAPER = Method("paper's n", _paper_pick, kind="constant",
+               note="the paper's saturation n (easy 512, hard 128) as the nearest n of the sweep's full grid; "
+                    "not scored where that n is not in the replay's grid")
+
+
+for _n in CONSTANTS:
+    register(constant(_n))
+register(PAPER)
+
+
+def loso_training(name: str, sweeps: Mapping[str, Any]) -> dict[str, Any]:
+    """The sweeps a method scored on ``name`` may learn from: every other one, less its twin."""
+    twin = TWINS.get(name) or {v: k for k, v in TWINS.items()}.get(name)
+    return {k: v for k, v in sweeps.items() if k not in (name, twin)}
+
+
+def picks_at(methods: Mapping[str, Method], ctx: Mapping[str, Any], budget: float, grid: list[int], seed: int,
+             fitted: Mapping[str, Any]) -> dict[str, tuple[dict[str, int], float]]:
+    """Each method's pick per reading and its overhead (full runs) at one replay; methods that
+    decline (None, or a pick outside the grid) are left out."""
+    sweep, out = ctx["sweep"], {}
+    for name, m in methods.items():
+        declared = [n for n in m.declared(grid)]
+        seeds = sweep["seeds"] if m.pool_seeds else [seed]
+        if any(n not in sweep["runs"] or any(s not in sweep["runs"][n] for s in seeds) for n in declared):
+            continue
+        runs = {s: {n: reveal(sweep["runs"][n][s], m.share * budget) for n in declared} for s in seeds}
+        allowed = Allowed(ctx["name"], ctx["kind"], tuple(grid), tuple(sorted(sweep["runs"])), int(sweep["b_p"]),
+                          sweep.get("eval_samples"), ctx["settings"], ctx["profile"], float(budget), int(seed), runs,
+                          fitted.get(name))
+        got = m.pick(allowed)
+        if got is None:
+            continue
+        per = {r: int(got) for r in rd.READINGS} if not isinstance(got, Mapping) else {r: int(got[r]) for r in rd.READINGS}
+        if any(v not in grid for v in per.values()):
+            continue
+        used = sum(spent(c) for s, cs in runs.items() for n, c in cs.items() if not (s == seed and n == per[rd.HEADLINE]))
+        out[name] = (per, float(used / budget))
+    return out
+
+
+def hindsight(replays: Sequence[Mapping[str, Any]], reading: str) -> dict[str, Any] | None:
+    """For reference, not a method: the fixed n with the lowest mean regret over ``replays`` (each
+    with its ``truth`` per reading), among the n every replay can score, chosen after seeing every
+    outcome."""
+    if not replays:
+        return None
+    common = set.intersection(*(set(map(int, r["truth"][reading]["mean"])) for r in replays))
+    if not common:
+        return None
+    mean = {n: float(np.mean([rd.regret(r["truth"][reading], n)["regret"] for r in replays])) for n in sorted(common)}
+    best = min(mean, key=lambda n: (round(mean[n], 12), n))
+    return {"n": best, "mean_regret": mean[best], "replays": len(replays), "per_n": {str(n): v for n, v in mean.items()},
+            "note": "chosen after seeing every outcome: a reference line, not a method"}
