@@ -23,8 +23,13 @@ Registering a method (a simulator calibrated on one cheap run of n = 8 to 2.5 % 
     pm.register(pm.Method("simfit @0.025", simfit_pick, runs=(8,), share=0.025,
                           note="base profile + one cheap run of n = 8; simulator calibrated on it"))
 
-then ``python studies/scoring/plane.py``: the method is scored on every sweep, per sweep, overall
-and held out, in both readings, its overhead counted from the runs it declared.
+placed at the end of this module (``pick`` may live in :mod:`isosim.predict` or :mod:`isosim.sim`,
+which this part may import), then ``python studies/scoring/plane.py``: the method is scored on
+every sweep, per sweep, overall and held out, in both readings, its overhead the declared runs'
+rollouts (every seed's with ``pool_seeds``) less the chosen run's own, in full runs of C. The base
+profile of the organism's F8 and long sweeps is ``organism_f8/profile_t06.json`` (their training
+set is ``settings["data"]`` limited to ``settings["max_train_problems"]``); the real easy / hard
+sweeps' is ``organism/profile.json`` (the T 1.0 pool; ``settings["data"]`` names the split).
 
 Constants (a fixed n, no runs: overhead 0) and the paper's n (:data:`PAPER_N`, the nearest grid n)
 are registered here; a constant whose n is not in a replay's grid is not scored there.

@@ -25,7 +25,7 @@ READERS = ("lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid",
 """the cheap-part readers on the plane"""
 ISOSIM_READERS = ("steps", "steps-near", "steps-offset", "steps-sigmoid", "sbi", "sbi-band", "sbi-band1")
 """the isosim readers the freeze rule chose among (studies/LOG.md, 2026-12-04, the plane)"""
-COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)")
+COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)", "fixed n = 8")
 LOSO_SHARE = 0.05
 LOSO_READER = "isosim reader, chosen without the scored sweep @0.05"
 TIE = 0.0002

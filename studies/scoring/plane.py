@@ -6,10 +6,13 @@
 # 2e5 only, summarised apart in ``held_out``); each method's pick is scored in both
 # readings (``best`` = best validated value up to C, the headline; ``final`` = value at C) by mean
 # regret, replays within 2 seed se and mean overhead (rollouts beyond the chosen run, in full runs).
-# The methods and the scoring live in ``isosim.validation.plane``; the frozen isosim method is
-# named in ``results/plane_method.json``.
+# Fixed n (2, 4, 8, 16 and the paper's n) sit at overhead 0, the best fixed n in hindsight beside
+# each block as a reference. The replays live in ``isosim.validation.plane``, the methods that read
+# only a sweep's allowed data (and how to register one) in ``isosim.validation.plane_methods``,
+# the document with its leave-one-sweep-out audit in ``isosim.validation.plane_report``; the
+# frozen isosim method is named in ``results/plane_method.json``.
 #
-# Run: ``python studies/scoring/plane.py`` (about a minute on one core) ->
+# Run: ``python studies/scoring/plane.py`` (one to two minutes on one core) ->
 # ``studies/results/plane.json`` and ``studies/figures/plane.png``.
 
 # %%
