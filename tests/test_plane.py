@@ -91,7 +91,7 @@ def recomputed(committed):
     return json.loads(dumps_json(rep.document(RESULTS, stored=committed["picks"])))
 
 
-@pytest.mark.parametrize("block", ["sweeps", "overall", "held_out", "hindsight", "constants", "registered", "loso",
+@pytest.mark.parametrize("block", ["sweeps", "overall", "held_out", "all_sweeps", "hindsight", "constants", "registered", "loso",
                                    "isosim_method", "dominance", "held_out_dominance", "held_out_covers",
                                    "prospective", "picks", "readings", "shares", "readers", "min_budget"])
 def test_every_block_of_the_plane_is_recomputed_from_the_records(committed, recomputed, block):
@@ -137,7 +137,7 @@ def test_the_constants_are_on_the_plane(committed):
     assert {k: (v["paper_n"]["paper"], v["paper_n"]["scored_as"]) for k, v in sweeps.items()}["organism/real/easy"] == (512, 128)
     assert all(v["paper_n"]["scored_as"] == 128 for v in sweeps.values())
     # the hindsight line is not a method, and no constant does better than it
-    for block, summary in (("overall", o), ("held_out", committed["held_out"])):
+    for block, summary in (("overall", o), ("held_out", committed["held_out"]), ("all_sweeps", committed["all_sweeps"])):
         for reading in ("best", "final"):
             h = committed["hindsight"][block][reading]
             assert f"fixed n = {h['n']}" not in summary or summary[f"fixed n = {h['n']}"][reading]["mean_regret"] == \

@@ -2,7 +2,8 @@
 
 :func:`document` builds the rows (:func:`isosim.validation.plane.build`), adds the methods chosen
 leave-one-sweep-out (:func:`loso_reader_rows`), and summarises them per sweep, over the six 2e5
-sweeps (``overall``) and over the held-out long sweeps (``held_out``), in both readings, with the
+sweeps (``overall``), over the held-out long sweeps (``held_out``) and over all of them
+(``all_sweeps``: the six's replays and the long sweeps' above 2e5), in both readings, with the
 best fixed n in hindsight beside each block (a reference line, not a method), the frozen method's
 verdicts, the replays it misses, the picks committed before the long sweeps ran (``prospective``),
 and the leave-one-sweep-out audit of every method (``loso``).
@@ -178,7 +179,9 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
         sw["hindsight"] = hindsight_blocks(seen, [name])
     doc["overall"] = summarise([r for r in rows if r["sweep"] in six])
     doc["held_out"] = summarise([r for r in rows if r["sweep"] in long]) if long else {}
-    doc["hindsight"] = {"overall": hindsight_blocks(seen, six), "held_out": hindsight_blocks(seen, long) if long else {}}
+    doc["all_sweeps"] = summarise(rows)
+    doc["hindsight"] = {"overall": hindsight_blocks(seen, six), "held_out": hindsight_blocks(seen, long) if long else {},
+                        "all_sweeps": hindsight_blocks(seen, six + long)}
     registered = pm.REGISTRY if methods is None else methods
     doc["constants"] = {name: {"note": m.note, "not_in_grid": sorted(k for k, v in doc["sweeps"].items()
                                                                      if name.startswith("fixed n = ")
