@@ -295,3 +295,20 @@ def test_the_readme_defines_its_terms_where_it_first_uses_them():
     assert text.index('"a at b"') < text.index(".0074 at .19")  # the units of "regret at overhead"
     assert text.index("*rung*") < text.index("C/32")
     assert "(a pass rate)" in text[: text.index(".0074 at .19")]
+
+
+def test_the_readme_scores_the_long_predictions_as_the_plane_does_and_names_every_late_peak():
+    import json
+
+    from isosim.validation.scoreboard import prediction_picks
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    long = ROOT / "studies/results/organism_long"
+    pred = json.loads((long / "prediction_calibrated.json").read_text())
+    picks = [prediction_picks(pred[s], [2e6])[0] for s in ("hard-128-long", "hard-512-long")]
+    assert f"`isosim predict` {picks[0]} / {picks[1]} (" in text  # n_tol, the pick the plane scores
+    measured = json.loads((long / "measured.json").read_text())
+    late = sorted(r for s in ("hard-128-long", "hard-512-long")
+                  for v in measured[s]["plateaus"]["per_n"].values() for r in v["peak_rollouts"] if r > 2.7e5)
+    assert late and all(f"{r:.1e}".replace("e+0", "e") in text for r in late), late
+    assert "all by 2.7e5 but hard-512's n = 128 runs" in text
