@@ -6,6 +6,7 @@ transformers, vLLM or accelerate. Any user error prints one line and exits with 
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -105,20 +106,53 @@ def _check_run_lengths(plan) -> None:
             f"lower --budget-max to at most {MAX_RUN_STEPS * step:.3g}")
 
 
+def _explore_metric(plan, metric: str) -> str:
+    """The column ``--metric`` names, checked against what the plan's runs will record (before any
+    simulation: an unknown metric is refused up front, not after the sweep)."""
+    from isosim.errors import IsosimError
+    from isosim.frontier.report import metric_column
+    from isosim.records import SAMPLED_METRICS, SIMULATED_METRICS
+
+    column = metric_column(metric)
+    known = SIMULATED_METRICS + (SAMPLED_METRICS if any(c.eval_samples for c in plan.configs()) else ())
+    if column not in known:
+        shown = [k for k in known if not k.startswith("train_hist_")] + ["train_hist_0 .. train_hist_9"]
+        raise IsosimError(f"--metric {metric!r}: the simulated runs record no such column (use avg, best, worst "
+                          f"or one of {', '.join(shown)})")
+    return column
+
+
+def _check_device(device: str) -> None:
+    """Refuse a device that cannot run, before any folder is made."""
+    from isosim.errors import IsosimError
+
+    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise IsosimError(f"--device must be cpu or cuda (or cuda:N), got {device!r}")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise IsosimError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+
+
+PLAN_FIXES = ("preset", "profile", "policy", "question", "allocation", "seeds", "seed", "budget-max", "quick")
+
+
 @app.command()
 def explore(
-    preset: str = typer.Option("easy", help="built-in preset: easy, hard, extreme, very-easy, or a mix 'hard:0.5,easy:0.5'"),
+    preset: Optional[str] = typer.Option(None, help="built-in preset: easy (default), hard, extreme, very-easy, or a mix 'hard:0.5,easy:0.5'"),
     profile: Optional[Path] = typer.Option(None, help="measured difficulty profile JSON (from isosim calibrate); overrides the preset's profile"),
-    policy: Optional[str] = typer.Option(None, help="linear (default), tabular or mlp"),
-    question: str = typer.Option("q1", help="q1: fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
-    allocation: str = typer.Option("uniform", help="per-problem rollout rule at the same rollouts per step: uniform, filter, variance, knapsack or band"),
-    seeds: int = typer.Option(3, min=1, help="how many seeds per cell"),
-    seed: int = typer.Option(0, help="base seed (seeds seed .. seed+seeds-1)"),
+    policy: Optional[str] = typer.Option(None, help="linear (default), tabular or mlp (tabular: per-problem parameters only, so validation cannot move)"),
+    question: Optional[str] = typer.Option(None, help="q1 (default): fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
+    allocation: Optional[str] = typer.Option(None, help="per-problem rollout rule at the same rollouts per step: uniform (default), filter, variance, knapsack or band"),
+    seeds: Optional[int] = typer.Option(None, min=1, help="how many seeds per cell (default 3; quick 2)"),
+    seed: Optional[int] = typer.Option(None, help="base seed (seeds seed .. seed+seeds-1; default 0); also the bootstrap seed"),
     budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
     metric: str = typer.Option("avg", help="avg, best, worst (validation avg@k, best@k, worst@k) or a column"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
     quick: bool = typer.Option(False, "--quick", help="a small grid that finishes in seconds"),
-    plan: Optional[Path] = typer.Option(None, help="run this plan JSON (plan.json of an earlier sweep) instead"),
+    plan: Optional[Path] = typer.Option(None, help="run this plan JSON (plan.json of an earlier sweep) instead; the plan fixes "
+                                        "the runs, so --" + ", --".join(PLAN_FIXES) + " are refused with it"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples for the n_sat interval"),
     tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
@@ -129,12 +163,17 @@ def explore(
     from isosim.sweeps import sweep
 
     if plan is not None:
+        given = dict(zip(PLAN_FIXES, (preset, profile, policy, question, allocation, seeds, seed, budget_max,
+                                      quick or None)))
+        clash = [f"--{name}" for name, value in given.items() if value is not None]
+        if clash:
+            raise IsosimError(f"{', '.join(clash)} with --plan: the plan fixes its runs' settings (drop "
+                              f"{'it' if len(clash) == 1 else 'them'}, or drop --plan)")
         if not plan.is_file():
             raise IsosimError(f"{plan}: no such plan file")
-        if allocation != "uniform":
-            raise IsosimError("--allocation does not apply with --plan (the plan fixes its runs' settings)")
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
+        preset = preset or "easy"
         if budget_max is not None and budget_max <= 0:
             raise IsosimError(f"--budget-max must be positive (got {budget_max:g})")
         overrides = {}
@@ -145,17 +184,24 @@ def explore(
             overrides["profile"] = str(profile)
         if policy is not None:
             overrides["policy"] = policy
-        if allocation != "uniform":
+        if allocation not in (None, "uniform"):
             overrides["allocation"] = allocation
-        the_plan = sweep.plan_for_preset(preset, question, quick=quick, seeds=seeds, seed=seed,
-                                         budget_max=budget_max, **overrides)
+        the_plan = sweep.plan_for_preset(preset, question or "q1", quick=quick, seeds=3 if seeds is None else seeds,
+                                         seed=seed or 0, budget_max=budget_max, **overrides)
     _check_run_lengths(the_plan)
+    metric = _explore_metric(the_plan, metric)
+    _check_device(device)
     out = out or _fresh_out("explore")
     typer.echo(f"{the_plan.summary()}  ->  {out}")
-    df = sweep.run_sweep(the_plan, out, device=device, progress=sys.stderr.isatty())
+    if any(c.policy == "tabular" for c in the_plan.configs()) and metric.startswith("val_"):
+        typer.echo(f"note: a tabular policy learns each training problem on its own and has no transfer to held-out "
+                   f"problems, so {metric} stays at the base model's value at every n (compare n on the training "
+                   "problems with --metric train_reward)")
+    df = sweep.run_sweep(the_plan, out, device=device, progress=True, log=lambda line: typer.echo(line, err=True))
     with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
-        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
-    report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({question})", out_dir=out)
+        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed or 0, tol=tol)
+    report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({the_plan.question})",
+                         out_dir=out)
 
 
 @app.command()
@@ -165,11 +211,11 @@ def analyze(
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
     seed: int = typer.Option(0, help="bootstrap seed"),
     tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
-    out: Optional[Path] = typer.Option(None, help="output folder (default: the input folder, or <table>_analysis)"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder runs/analyze-<time>/; never the input folder unless --out names it)"),
     map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable)"),
     set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable)"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings"),
-    force: bool = typer.Option(False, "--force", help="overwrite the frontier.json and figures already in the output folder (e.g. explore's)"),
+    force: bool = typer.Option(False, "--force", help="overwrite the frontier.json and figures already in the --out folder (e.g. explore's)"),
 ) -> None:
     """Fit the frontier and n*(C) of any records table: simulated, real, or your own trainer's logs."""
     from isosim import records
@@ -184,8 +230,8 @@ def analyze(
                           "runs apart (one folder or table per rule)")
     metric = report.metric_column(metric) if metric is not None else default_metric(df)
     typer.echo(f"{path}: {what}; metric {metric}")
-    if out is None:
-        out = path if path.is_dir() else path.with_name(path.stem + "_analysis")
+    if out is None:  # never into the input (a committed folder, a user's logs): a folder of its own
+        out = _fresh_out("analyze")
     if (out / "frontier.json").exists() and not force:
         raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
                           "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
@@ -357,7 +403,7 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
 
 @app.command()
 def predict(
-    runs: Path = typer.Option(..., "--runs", help="folder of a sweep's run folders (*/records.jsonl + config.json)"),
+    runs: Path = typer.Option(..., "--runs", help="the runs, as analyze reads them: a folder of run folders (*/records.jsonl), a sweep folder, TensorBoard logs (TRL, verl), a W&B CSV export, or a CSV/Parquet/JSONL records table"),
     max_rollouts: float = typer.Option(..., help="the cheap part: read only records at or below this many rollouts"),
     budget: float = typer.Option(..., help="the full budget of every run, to predict the frontier up to"),
     method: str = typer.Option("shift", help="shift, free or independent (isosim.predict.extrapolate)"),
@@ -366,6 +412,9 @@ def predict(
     setting: Optional[str] = typer.Option(None, help="a line naming the sweep's setting, stored in the entry"),
     out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
+    map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable; as analyze's)"),
+    set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable; as analyze's)"),
+    run_settings: Optional[Path] = typer.Option(None, "--run-settings", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings (analyze's --runs)"),
 ) -> None:
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
@@ -373,7 +422,8 @@ def predict(
     with _working("fitting the cheap curves and the predicted frontier"):
         entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                                n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
-                                               log=lambda s: typer.echo(s))
+                                               log=lambda s: typer.echo(s), maps=map_, sets=set_,
+                                               runs_file=run_settings)
     if setting:
         entry["setting"] = setting
     path = extrapolate.write_entry(out, key, entry)

@@ -67,6 +67,12 @@ HIST_COLUMNS = tuple(f"train_hist_{i}" for i in range(HIST_BINS))
 ZERO_THRESHOLD = 0.01
 REQUIRED_INPUT = ("n", "b_p", "seed", "rollouts")
 ALLOCATION_COLUMNS = ("allocation", "alloc_n_min", "alloc_n_mean", "alloc_n_max")
+SIMULATED_METRICS = ("train_reward", "train_best", "train_worst", "val_avg", "val_best", "val_worst",
+                     *DIAGNOSTIC_COLUMNS, *HIST_COLUMNS)
+"""the metric columns of every simulated run's records (``isosim.sim.engine.evaluation.metric_names``,
+kept equal by a test; named here so that a command checks a metric without importing the engine)"""
+SAMPLED_METRICS = ("val_avg_sampled", "val_best_sampled", "val_worst_sampled")
+"""... and those of runs with ``eval_samples`` (avg@k, best@k, worst@k from sampled answers)"""
 
 
 def pass_histogram(p: np.ndarray) -> np.ndarray:

@@ -8,7 +8,13 @@
   (``organism/real/{easy,hard}/``) and ``organism_prediction{,_calibrated,_calibrated_distance,
   _extrapolated}.json``;
 - ``studies/results/organism_long/manifest.json``: the long-budget sweeps whose records to 2e6
-  are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``.
+  are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``;
+- under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
+  (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
+  in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
+  in the organism manifest) and the allocation rules' predicted gains
+  (``organism_allocation/prediction.json``, in ``organism_allocation/manifest.json``).
+  Every ``*prediction*.json`` under ``studies/results`` is in one manifest (a test lists them).
 
 Per sweep: its runs folder and the commit that holds its full records (the last one that touched
 the folder). Per prediction: the file and key, the sha256 of the entry (canonical JSON) and of
@@ -60,6 +66,37 @@ FAMILIES = {
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
 in them when they are not its name"""
+
+FAMILIES[f"{RESULTS}/organism_allocation/manifest.json"] = {"sweeps": {}, "files": [], "keys": {}}
+
+
+def _plane_long(doc: dict) -> list[tuple[str, str, Any]]:
+    return [(f"{RESULTS}/organism_long/{LONG_SWEEPS[setting]}", f"{setting}: {label}",
+             {k: e.get(k) for k in ("pick", "tie_band", "n")})
+            for setting, methods in doc["sweeps"].items() for label, e in methods.items()]
+
+
+def _dynamics_grid(doc: dict) -> list[tuple[str, str, Any]]:
+    return [(f"{RESULTS}/organism/real/{key}", f"{key}: dynamics fit on the whole grid",
+             {k: doc[key].get(k) for k in CORE}) for key in ("easy", "hard") if key in doc]
+
+
+ALLOCATION_RUNS = {"easy-n4": "easy-all", "hard-128-t06-n32": "hard-128-t06"}
+
+
+def _allocation(doc: dict) -> list[tuple[str, str, Any]]:
+    return [(f"{RESULTS}/organism_allocation/{ALLOCATION_RUNS[key]}", f"{key}: allocation rules' gain",
+             {k: e.get(k) for k in ("profile", "calibrated", "predicted")}) for key, e in doc["settings"].items()]
+
+
+OTHER = {
+    f"{RESULTS}/organism_long/manifest.json": {f"{RESULTS}/plane_predictions_long.json": _plane_long},
+    f"{RESULTS}/organism/manifest.json": {f"{RESULTS}/organism/prediction_dynamics_grid.json": _dynamics_grid},
+    f"{RESULTS}/organism_allocation/manifest.json": {f"{RESULTS}/organism_allocation/prediction.json": _allocation},
+}
+"""manifest path -> prediction files that are not frontier entries keyed by sweep (picks of the plane's
+methods, the whole-grid dynamics fits, the allocation rules' predicted gains), each with the function
+that splits it into (runs folder, label, the numbers that make the prediction)"""
 
 NOTES = {
     ("organism_f8/prediction.json", "hard-128"): (
@@ -165,12 +202,39 @@ def first_commit_with(file: str, entry: dict) -> str:
     raise SystemExit(f"{file}: no commit holds the current entry's numbers")
 
 
+def first_commit_of_unit(file: str, units: Any, label: str, core: Any) -> str:
+    """The first commit in which ``file`` holds the unit ``label`` with the numbers ``core``."""
+    for commit in git("log", "--reverse", "--format=%H", "--", file).split():
+        try:
+            doc = json.loads(git("show", f"{commit}:{file}"))
+            found = {lab: c for _, lab, c in units(doc)}
+        except (subprocess.CalledProcessError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if found.get(label) == core:
+            return commit
+    raise SystemExit(f"{file}: no commit holds the current numbers of {label}")
+
+
+def other_predictions(path: str) -> list[dict[str, Any]]:
+    """The manifest's records of :data:`OTHER`'s files: per unit, its numbers' sha256, the first
+    commit holding them, its records' commit and whether it came first (prospective)."""
+    out = []
+    for f, units in OTHER.get(path, {}).items():
+        for runs, label, core in units(json.loads((ROOT / f).read_text())):
+            records = commit_info(git("log", "-1", "--format=%H", "--", runs))
+            made = commit_info(first_commit_of_unit(f, units, label, core))
+            prospective = made["commit"] != records["commit"] and is_ancestor(made["commit"], records["commit"])
+            out.append({"file": f, "label": label, "runs": runs, "entry_sha256": entry_sha256(core),
+                        "records_commit": records, "prediction_commit": made, "prospective": prospective})
+    return out
+
+
 def is_ancestor(a: str, b: str) -> bool:
     return subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=ROOT).returncode == 0
 
 
-def build(family: dict) -> dict[str, Any]:
-    files = {f: sha256_bytes((ROOT / f).read_bytes()) for f in family["files"]}
+def build(family: dict, path: str = "") -> dict[str, Any]:
+    files = {f: sha256_bytes((ROOT / f).read_bytes()) for f in [*family["files"], *OTHER.get(path, {})]}
     sweeps = {}
     for name, folder in family["sweeps"].items():
         records = commit_info(git("log", "-1", "--format=%H", "--", folder))
@@ -189,14 +253,15 @@ def build(family: dict) -> dict[str, Any]:
                           "prediction_commit": made, "prospective": prospective,
                           **({"note": NOTES[(f[len(RESULTS) + 1:], key)]} if (f[len(RESULTS) + 1:], key) in NOTES else {})})
         sweeps[name] = {"runs": folder, "records_commit": records, "predictions": preds}
-    return {"about": __doc__.split("\n\n")[0], "files": files, "sweeps": sweeps}
+    return {"about": __doc__.split("\n\n")[0], "files": files, "sweeps": sweeps,
+            "other_predictions": other_predictions(path)}
 
 
 def main() -> None:
     from isosim.files import write_json
 
     for path, family in FAMILIES.items():
-        doc = build(family)
+        doc = build(family, path)
         write_json(ROOT / path, doc, indent=1)
         n = sum(len(s["predictions"]) for s in doc["sweeps"].values())
         print(f"wrote {path}: {len(doc['sweeps'])} sweeps, {n} predictions")

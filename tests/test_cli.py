@@ -64,9 +64,11 @@ def test_analyze_store_and_csv(explored, tmp_path):
     df = pd.read_parquet(next((out / "records").glob("*.parquet")))
     csv = tmp_path / "mine.csv"
     df[["n", "b_p", "seed", "rollouts", "val_avg", "val_best", "val_worst"]].to_csv(csv, index=False)
-    res = isosim("analyze", csv, "--n-boot", "10")
+    res = isosim("analyze", csv, "--n-boot", "10", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    check_frontier(tmp_path / "mine_analysis" / "frontier.json")
+    (folder,) = (tmp_path / "runs").glob("analyze-*")  # a folder of its own, not beside the table
+    check_frontier(folder / "frontier.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "mine.csv", "runs"]  # no mine_analysis beside it
 
 
 def _bad(res, *words):
@@ -201,7 +203,13 @@ def test_analyze_keeps_explores_frontier_unless_forced(explored, tmp_path):
     out, _ = explored
     before = (out / "frontier.json").read_bytes()
     figure = (out / "n_star.png").stat().st_mtime_ns
-    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0")
+    files = sorted(p.name for p in out.iterdir())
+    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr  # by default into a fresh folder, never into the input
+    assert sorted(p.name for p in out.iterdir()) == files
+    (folder,) = (tmp_path / "runs").glob("analyze-*")
+    assert check_frontier(folder / "frontier.json")["metric"] == "val_worst"
+    res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0", "--out", out)
     _bad(res, "already holds a frontier.json", "--force", "--out")
     assert (out / "frontier.json").read_bytes() == before and (out / "n_star.png").stat().st_mtime_ns == figure
     res = isosim("analyze", out, "--metric", "worst", "--n-boot", "0", "--out", tmp_path / "new")
@@ -212,7 +220,7 @@ def test_analyze_keeps_explores_frontier_unless_forced(explored, tmp_path):
     import shutil
 
     shutil.copytree(out, copy)
-    res = isosim("analyze", copy, "--metric", "worst", "--n-boot", "0", "--force")
+    res = isosim("analyze", copy, "--metric", "worst", "--n-boot", "0", "--out", copy, "--force")
     assert res.returncode == 0, res.stderr
     assert check_frontier(copy / "frontier.json")["metric"] == "val_worst"
 

@@ -157,7 +157,7 @@ def test_analyze_names_the_rows_it_leaves_out(tmp_path, monkeypatch, capsys):
     twice = last.copy()
     df = pd.concat([df.iloc[: last.name + 1], twice.to_frame().T.assign(val_avg=0.9), df.iloc[last.name + 1:]])
     df.to_csv(tmp_path / "runs.csv", index=False)
-    code, out, err = run(monkeypatch, capsys, "analyze", tmp_path / "runs.csv", "--n-boot", "0")
+    code, out, err = run(monkeypatch, capsys, "analyze", tmp_path / "runs.csv", "--n-boot", "0", "--out", tmp_path / "a")
     assert code == 0, err
     text = " ".join(out.split())
     assert f"left out 2 of {len(df)} rows whose val_avg cannot be fitted: 1 not a number ('abc'); 1 empty" in text

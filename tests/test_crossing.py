@@ -112,3 +112,25 @@ def test_plateaus_peaks_and_matched_steps():
     # the middle n at 3,200 rollouts: .55 - .1 |log10(3200 / 3e4)| = .453, ahead of the large n's .399
     assert m100["mean"]["8"] == pytest.approx(0.55 - 0.1 * abs(math.log10(3200 / 3e4)), abs=1e-6)
     assert m100["best"] == 8 and m100["tie_band"] == [8]
+
+
+def test_plateaus_count_each_runs_last_record():
+    """Runs to one budget stop at whole steps, apart by up to a step: a run whose peak is its last
+    record, past where another run stopped, still peaks there (hard-1238 n = 32 seed 0: .6854 at
+    its last evaluation, 2e6, not its 2.7e5 value)."""
+    b_p = 16
+    ends = {2: 2_000_000.0, 32: 1_999_872.0, 128: 1_998_848.0}  # whole steps of n * 16 rollouts
+    rising = {32: 0.6854}  # n = 32 seed 0 climbs to its last record
+
+    def curve(n, seed):
+        pts = [(0.0, 0.3), (2.7e5, 0.66 + 0.002 * seed), (1e6, 0.64)]
+        return [*pts, (ends[n], rising.get(n, 0.62) if seed == 0 else 0.62)]
+
+    runs = {n: {s: curve(n, s) for s in (0, 1)} for n in ends}
+    p = cr.plateaus(runs, b_p=b_p, steps=(25,))
+    assert p["per_n"]["32"]["peak_rollouts"] == [1_999_872.0, 2.7e5]
+    assert p["per_n"]["32"]["peak"] == pytest.approx((0.6854 + 0.662) / 2)
+    assert p["per_n"]["2"]["peak_rollouts"] == [2.7e5, 2.7e5]
+    assert p["per_n"]["32"]["last"] == pytest.approx((0.6854 + 0.62) / 2)
+    assert p["per_n"]["128"]["steps_at_top"] == 1_998_848.0 / (128 * b_p) == 976
+    assert p["top_budget"] == 2_000_000.0

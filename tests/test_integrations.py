@@ -141,7 +141,8 @@ def test_import_isosim_imports_no_trainer_library():
 def test_wandb_panel_export_with_runs_file(capsys, tmp_path):
     csv = tmp_path / "panel.csv"
     shutil.copy(FIXTURES / "wandb_panel_train_reward.csv", csv)
-    code, out, err = run_cli(capsys, "analyze", csv, "--runs", FIXTURES / "wandb_runs.csv", "--n-boot", "0")
+    code, out, err = run_cli(capsys, "analyze", csv, "--runs", FIXTURES / "wandb_runs.csv", "--n-boot", "0",
+                             "--out", tmp_path / "panel_analysis")
     assert code == 0, err
     assert "3 runs from W&B export panel.csv, n = 2, 4, 8; metric train_reward" in out
     data = json.loads((tmp_path / "panel_analysis" / "frontier.json").read_text())
@@ -226,7 +227,7 @@ def test_tensorboard_verl_runs_with_set(capsys, tmp_path):
     _write_verl_run(root / "qwen_n16", 16, 16)
     assert_one_line_exit_2(capsys, "analyze", root, needle="--set qwen_n16:n=N,b_p=B")
     code, out, err = run_cli(capsys, "analyze", root, "--set", "qwen_n4:n=4,b_p=64", "--set", "qwen_n16:n=16,b_p=16",
-                             "--n-boot", "0")
+                             "--n-boot", "0", "--out", root)
     assert code == 0, err
     assert "2 runs from TensorBoard logs, n = 4, 16; metric val_avg" in out
     assert json.loads((root / "frontier.json").read_text())["n_values"] == [4, 16]
@@ -304,7 +305,7 @@ def test_trl_callback_resume_keeps_rows_and_drops_unknown_tokens(trl_runs):
 
 def test_trl_runs_analyze_without_flags(trl_runs):
     # the callback's records.jsonl and TensorBoard logs side by side: the records are read
-    res = isosim("analyze", trl_runs, "--n-boot", "0")
+    res = isosim("analyze", trl_runs, "--n-boot", "0", "--out", trl_runs)
     assert res.returncode == 0, res.stderr
     assert "2 runs from isosim records (records.jsonl), n = 2, 4; metric val_avg" in res.stdout
     assert json.loads((trl_runs / "frontier.json").read_text())["n_values"] == [2, 4]
@@ -325,7 +326,7 @@ def test_trl_tensorboard_logs_alone(capsys, trl_runs, tmp_path):
     tb_only = tmp_path / "tb"
     for run in ("grpo-n2", "grpo-n4"):
         shutil.copytree(trl_runs / run, tb_only / run, ignore=shutil.ignore_patterns("records.jsonl"))
-    code, out, err = run_cli(capsys, "analyze", tb_only, "--n-boot", "0")
+    code, out, err = run_cli(capsys, "analyze", tb_only, "--n-boot", "0", "--out", tb_only)
     assert code == 0, err
     assert "2 runs from TensorBoard logs, n = 2, 4; metric train_reward" in out
     data = json.loads((tb_only / "frontier.json").read_text())

@@ -57,6 +57,37 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert named == on_disk
 
 
+OTHER = [(path, o) for path, doc in MANIFESTS.items() for o in doc.get("other_predictions", [])]
+
+
+def test_every_prediction_file_under_the_results_is_in_a_manifest():
+    """Any committed prediction (a *prediction*.json anywhere under studies/results: frontier
+    entries, the plane's picks, the allocation gains, ...) has its file hash and commit time recorded."""
+    on_disk = {str(f.relative_to(ROOT)) for f in (ROOT / "studies/results").rglob("*prediction*.json")}
+    listed = {f for doc in MANIFESTS.values() for f in doc["files"]}
+    assert on_disk and on_disk <= listed, sorted(on_disk - listed)
+    assert {o["file"] for _, o in OTHER} == {f for f in on_disk if f not in {p["file"] for _, _, p in PREDICTIONS}}
+    assert "studies/results/plane_predictions_long.json" in {o["file"] for _, o in OTHER}
+
+
+@pytest.mark.parametrize("item", OTHER, ids=lambda item: item[1]["label"])
+def test_each_other_prediction_is_its_file_and_its_commit_order(item):
+    path, o = item
+    units = pm.OTHER[path][o["file"]]
+    found = {label: (runs, core) for runs, label, core in units(json.loads((ROOT / o["file"]).read_text()))}
+    runs, core = found[o["label"]]
+    assert runs == o["runs"] and pm.entry_sha256(core) == o["entry_sha256"]
+    why = _history()
+    if why:
+        pytest.skip(f"commit order not checked: {why}")
+    assert pm.git("log", "-1", "--format=%H", "--", o["runs"]) == o["records_commit"]["commit"]
+    for c in (o["prediction_commit"], o["records_commit"]):
+        assert pm.commit_info(c["commit"]) == c
+    made, records = o["prediction_commit"]["commit"], o["records_commit"]["commit"]
+    assert pm.first_commit_of_unit(o["file"], units, o["label"], core) == made
+    assert (made != records and pm.is_ancestor(made, records)) == o["prospective"]
+
+
 def test_the_files_are_those_of_the_manifest():
     for path, doc in MANIFESTS.items():
         for f, sha in doc["files"].items():

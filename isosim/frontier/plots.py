@@ -82,6 +82,39 @@ def _log2_n_axis(ax: Axes, n_values: Sequence[float] | None = None) -> None:
     ax.set_ylim(lo, hi)
 
 
+LOG_SUBS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0), tuple(float(k) for k in range(1, 10)))
+"""mantissas of the labelled ticks of a log compute axis, from widest span to narrowest"""
+
+
+def log_compute_axis(ax: Axes, axis: str = "x") -> None:
+    """A log10 compute axis whose labels never run together: call it once the data are drawn.
+
+    Over 3 decades or more only the decades are labelled; over fewer, ticks at mantissas 1-2-5
+    (or finer below one decade, :data:`LOG_SUBS`), so that 3 to 9 labels show whatever the span,
+    each written short (2e4, 5e5: :func:`short_budget`); unlabelled minor ticks at every mantissa.
+    matplotlib's default labels minor ticks below about 1.5 decades, and there they overlap."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    subs, shown = LOG_SUBS[0], 3
+    if decades < 3 and lo > 0:
+        for subs in LOG_SUBS[1:]:
+            ticks = [m * 10.0**e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+                     for m in subs]
+            shown = sum(lo <= t <= hi for t in ticks)
+            if shown >= 3:
+                break
+    # under a quarter of a decade even every mantissa gives one or two ticks: evenly spaced ones
+    target.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=30) if shown >= 2
+                             else MaxNLocator(nbins=4, steps=[1, 2, 5, 10]))
+    target.set_major_formatter(FuncFormatter(lambda v, _: short_budget(v)))
+    target.set_minor_locator(LogLocator(base=10.0, subs=tuple(float(k) for k in range(2, 10)), numticks=30))
+    target.set_minor_formatter(NullFormatter())
+
+
 def save(fig: Figure, path: str | Path) -> list[Path]:
     """Write ``fig`` to ``path.png`` and ``path.svg`` (a suffix on ``path`` is dropped)."""
     path = Path(path)
@@ -123,7 +156,7 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
     ax.plot(b, r, color="black", lw=2.2, zorder=3, label="frontier")
     ax.scatter(b, r, c=np.log2(result["n_star"]), cmap=cmap, norm=norm, s=36,
                edgecolors="black", zorder=4)
-    ax.set_xscale("log")
+    log_compute_axis(ax)
     ax.set_xlabel(f"compute C ({x})")
     ax.set_ylabel(metric)
     ax.set_title("Compute-optimal frontier (markers coloured by n*)")
@@ -165,7 +198,7 @@ def n_star_figure(result: dict[str, Any]) -> Figure:
                                                  "whole grid: no information, not drawn")
             else:
                 ax.axhspan(lo, hi, color="C3", alpha=0.1, label=f"n_sat {width} interval ({lo:.0f}-{hi:.0f})")
-    ax.set_xscale("log")
+    log_compute_axis(ax)
     _log2_n_axis(ax, grid)
     ax.set_xlabel(f"compute C ({result.get('x', 'rollouts')})")
     ax.set_ylabel("compute-optimal n*")
@@ -230,7 +263,7 @@ def metric_split_figure(split: dict[str, dict[str, Any]]) -> Figure:
         if res["fit"].get("n_sat") is not None:
             _draw_n_star_fit(ax, b, res["fit"], color=f"C{i}", label=f"{metric}: ")
         grid.update(int(n) for n in res.get("n_values") or [])
-    ax.set_xscale("log")
+    log_compute_axis(ax)
     _log2_n_axis(ax, sorted(grid))
     ax.set_xlabel("compute C (rollouts)")
     ax.set_ylabel("compute-optimal n*")

@@ -1,10 +1,12 @@
 """Predict a real sweep's frontier from its cheap part, by extrapolating the cheap curves.
 
 ``isosim predict --runs DIR --max-rollouts 1e4 --budget 2e5 --key easy-128 --out FILE`` (or
-:func:`predict_from_cheap`). ``DIR`` holds the sweep's run folders (``*/records.jsonl`` with
-``config.json`` beside, as ``isosim validate`` and ``llm_runs`` write them); only records at or
-below ``--max-rollouts`` are read (:func:`isosim.predict.dynamics.read_cheap_runs` stops reading each file
-at the first record past it). Every ``n`` and seed found is used.
+:func:`predict_from_cheap`). ``DIR`` is any input ``isosim analyze`` reads: the sweep's run folders
+(``*/records.jsonl`` with ``config.json`` beside, as ``isosim validate`` and ``llm_runs`` write
+them; :func:`isosim.predict.dynamics.read_cheap_runs` stops reading each file at the first record
+past ``--max-rollouts``), a sweep store, TensorBoard logs, a W&B export or a records table
+(:func:`read_cheap_table`, through analyze's reader). Only records at or below
+``--max-rollouts`` are used; every ``n`` and seed found is used.
 
 Each run's validation curve (val avg@k against rollouts) is fitted by the saturating curve the
 frontier analysis reads real sweeps with, R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B), with R0
@@ -31,7 +33,7 @@ is outside every method.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +135,65 @@ def read_out(fits: dict[tuple[int, int], dict], r0: dict[int, float], b_p: dict[
     return pd.DataFrame(rows)
 
 
+def read_cheap_table(path: str | Path, *, max_rollouts: float, n_values: list[int] | None = None,
+                     maps: Sequence[str] = (), sets: Sequence[str] = (), runs_file: str | Path | None = None):
+    """The cheap part of any runs ``isosim analyze`` reads (a folder of run folders, a sweep store,
+    TensorBoard logs, a W&B export, a CSV/Parquet/JSONL records table; ``maps`` / ``sets`` /
+    ``runs_file`` as analyze's ``--map`` / ``--set`` / ``--runs``): a
+    :class:`~isosim.predict.dynamics.CheapRuns` of the records at or below ``max_rollouts``.
+
+    A plain folder of isosim run folders (``*/records.jsonl``) is read by
+    :func:`~isosim.predict.dynamics.read_cheap_runs`, which stops reading each file at the limit;
+    anything else through :func:`isosim.integrations.load_runs`, analyze's reader."""
+    from isosim.frontier.report import is_sweep_store, record_files
+    from isosim.integrations import load_runs
+    from isosim.predict.dynamics import CheapRuns, read_cheap_runs
+
+    path = Path(path)
+    if not max_rollouts > 0:
+        raise IsosimError(f"--max-rollouts must be positive (got {max_rollouts:g})")
+    if (path.is_dir() and not is_sweep_store(path) and record_files(path) and not maps and not sets
+            and runs_file is None):
+        return read_cheap_runs(path, max_rollouts=max_rollouts, n_values=n_values)
+    df, _ = load_runs(path, maps=maps, sets=sets, runs_file=runs_file)
+    available = sorted(int(v) for v in df["n"].unique())
+    unknown = [n for n in (n_values or []) if n not in available]
+    if unknown:
+        raise IsosimError(f"--n {unknown[0]}: no runs with n = {unknown[0]} in {path} "
+                          f"(n = {', '.join(map(str, available))})")
+    if n_values:
+        df = df[df["n"].isin(list(n_values))]
+    if "val_avg" not in df.columns or pd.to_numeric(df["val_avg"], errors="coerce").isna().all():
+        raise IsosimError(f"{path}: the records hold no val_avg (the validation curve is what is fitted; "
+                          "TensorBoard / W&B logs: --map val_avg=TAG)")
+    past = df.groupby("run_id")["rollouts"].transform("max") > max_rollouts * (1 + 1e-12)
+    cut = int(df.loc[past, "run_id"].nunique())
+    df = df[df["rollouts"] <= max_rollouts * (1 + 1e-12)]
+    df = df.assign(val_avg=pd.to_numeric(df["val_avg"], errors="coerce")).dropna(subset=["val_avg"])
+    if df.empty:
+        raise IsosimError(f"{path}: no records at or below {max_rollouts:g} rollouts")
+    groups = sorted({(int(n), int(b)) for n, b in zip(df["n"], df["b_p"])})
+    for n, b in groups:
+        g = df[(df["n"] == n) & (df["b_p"] == b)]
+        if not (g["rollouts"] == 0).any():
+            raise IsosimError(f"{path}: the runs with n = {n} have no step-0 evaluation (the gain is measured from it)")
+    sizes = {c: (int(v[0]) if len(v := pd.to_numeric(df[c], errors="coerce").dropna().unique()) == 1 else None)
+             for c in ("train_size", "val_size", "n_train", "n_val") if c in df.columns}
+    return CheapRuns(folder=str(path), df=df.reset_index(drop=True), max_rollouts=max_rollouts, groups=groups,
+                     seeds=sorted(int(s) for s in df["seed"].unique()),
+                     train_size=sizes.get("train_size", sizes.get("n_train")),
+                     val_size=sizes.get("val_size", sizes.get("n_val")), recipe=None, warmup=None,
+                     run_ids=sorted(df["run_id"].astype(str).unique().tolist()), cut=cut)
+
+
 def predict_from_cheap(folder: str | Path, *, max_rollouts: float, budget: float, method: str = DEFAULT_METHOD,
                        n_values: list[int] | None = None, n_boot: int = 200, seed: int = 0,
-                       log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """A prediction entry (the organism frontier schema) for the sweep in ``folder`` from its cheap
-    part: records at or below ``max_rollouts``, extrapolated to ``budget`` under ``method``."""
+                       log: Callable[[str], None] | None = None, maps: Sequence[str] = (),
+                       sets: Sequence[str] = (), runs_file: str | Path | None = None) -> dict[str, Any]:
+    """A prediction entry (the organism frontier schema) for the runs at ``folder`` (any input of
+    :func:`read_cheap_table`) from their cheap part: records at or below ``max_rollouts``,
+    extrapolated to ``budget`` under ``method``."""
     from isosim.frontier import analysis
-    from isosim.predict.dynamics import read_cheap_runs
 
     log = log or (lambda s: None)
     if method not in METHODS:
@@ -148,7 +202,8 @@ def predict_from_cheap(folder: str | Path, *, max_rollouts: float, budget: float
         raise IsosimError("--budget and --max-rollouts must be positive")
     if budget < max_rollouts:
         raise IsosimError(f"--budget {budget:g} is below the cheap part's --max-rollouts {max_rollouts:g}")
-    runs = read_cheap_runs(folder, max_rollouts=max_rollouts, n_values=n_values)
+    runs = read_cheap_table(folder, max_rollouts=max_rollouts, n_values=n_values, maps=maps, sets=sets,
+                            runs_file=runs_file)
     df = runs.df
     b_p = {int(n): int(b) for n, b in runs.groups}
     if len(b_p) != len(runs.groups):

@@ -211,11 +211,37 @@ def _check_chunk(df: Any, chunk: Sequence[SimConfig], where: str) -> pd.DataFram
     return df
 
 
-class _Bar:
-    """A rich progress bar in rollouts (spent / total, ETA), or nothing when disabled."""
+STEP_OVERHEAD = 2
+"""cost of one batched engine step beyond its runs', in run-steps: a chunk's step costs about
+``STEP_OVERHEAD + runs still in the batch`` run-steps (fitted to the wall time of the easy q1
+sweep's 27 runs to 1e6-4e6 rollouts on 2 CPU cores, 2026-12-06). Progress is counted in this
+cost, not in rollouts: the large-n runs spend most rollouts in a few cheap steps and leave the
+batch early, so a bar in rollouts ran to ~90 % in the first half of the time and its ETA read
+about 5x too low."""
+LOG_EVERY_S = 10.0
+"""seconds between the plain progress lines written when no terminal shows a bar"""
 
-    def __init__(self, enabled: bool, total: float, done: float, description: str) -> None:
+
+def chunk_cost(chunk: Sequence[SimConfig]) -> float:
+    """A chunk's simulation cost in run-steps, as the engine spends it (see ``STEP_OVERHEAD``)."""
+    return STEP_OVERHEAD * max((c.total_steps for c in chunk), default=0) + sum(c.total_steps for c in chunk)
+
+
+class _Bar:
+    """Progress of a sweep, counted in simulation cost (run-steps, see ``STEP_OVERHEAD``) and shown
+    with the rollouts spent: a rich bar with an ETA on a terminal, else (with ``log``) a start line
+    at once and a plain line every ``LOG_EVERY_S`` seconds, or nothing."""
+
+    def __init__(self, enabled: bool, total: float, done: float, rollouts: float, total_rollouts: float,
+                 description: str, log: Callable[[str], None] | None = None) -> None:
         self.progress = None
+        self.log = None
+        self.total, self.done, self.rollouts, self.total_rollouts = total, done, rollouts, total_rollouts
+        self.description = description
+        self.chunk_steps: list[int] = []
+        self.chunk_cost = self.chunk_start = 0.0
+        self.step = 0
+        self.t0 = self.last_line = time.perf_counter()
         if not enabled:
             return
         from rich.console import Console
@@ -229,33 +255,68 @@ class _Bar:
 
         console = Console(stderr=True)
         if not console.is_terminal and not console.is_jupyter:
+            self.log = log
             return
         self.progress = Progress(
             TextColumn("[progress.description]{task.description}"), BarColumn(),
-            TextColumn("{task.completed:.3g}/{task.total:.3g} rollouts"),
+            TextColumn("{task.fields[rollouts]:.3g}/{task.fields[total_rollouts]:.3g} rollouts"),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
             console=console, transient=False,
         )
-        self.task = self.progress.add_task(description, total=total, completed=done)
+        self.task = self.progress.add_task(description, total=total, completed=done, rollouts=rollouts,
+                                           total_rollouts=total_rollouts)
 
     def __enter__(self) -> "_Bar":
         if self.progress is not None:
             self.progress.start()
+        if self.log is not None:
+            self.log(f"{self.description}: simulating {self.total_rollouts - self.rollouts:.3g} of "
+                     f"{self.total_rollouts:.3g} rollouts (a progress line every {LOG_EVERY_S:g} s)")
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
             self.progress.stop()
 
+    def fraction(self) -> float:
+        """Share of the sweep's simulation cost done."""
+        return self.done / self.total if self.total else 1.0
+
+    def start_chunk(self, chunk: Sequence[SimConfig]) -> None:
+        self.chunk_steps = sorted(c.total_steps for c in chunk)
+        self.chunk_cost, self.chunk_start, self.step = chunk_cost(chunk), self.done, 0
+
     @property
     def callback(self) -> Callable[[float], None] | None:
-        if self.progress is None:
+        if self.progress is None and self.log is None:
             return None
-        return lambda x: self.progress.advance(self.task, float(x))
+        import bisect
 
-    def set(self, done: float) -> None:
+        def advance(rollouts: float) -> None:  # the engine calls it once per batched step
+            alive = len(self.chunk_steps) - bisect.bisect_left(self.chunk_steps, self.step + 1)
+            self.step += 1
+            self.done = min(self.done + STEP_OVERHEAD + alive, self.chunk_start + self.chunk_cost)
+            self.rollouts += float(rollouts)
+            self._show()
+
+        return advance
+
+    def set(self, done: float, rollouts: float) -> None:
+        self.done, self.rollouts = done, rollouts
+        self._show()
+
+    def _show(self) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, completed=done)
+            self.progress.update(self.task, completed=self.done, rollouts=self.rollouts)
+            return
+        now = time.perf_counter()
+        if self.log is None or now - self.last_line < LOG_EVERY_S:
+            return
+        self.last_line = now
+        f, elapsed = self.fraction(), now - self.t0
+        left = f"about {elapsed * (1 - f) / f:.0f} s left" if 0 < f < 1 else "finishing"
+        self.log(f"{self.description}: {f:.0%} done ({self.rollouts:.3g}/{self.total_rollouts:.3g} rollouts), "
+                 f"{elapsed:.0f} s elapsed, {left}")
 
 
 def run_sweep(
@@ -267,6 +328,7 @@ def run_sweep(
     progress: bool = True,
     simulate_fn: SimulateFn | None = None,
     wait: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run every run of ``plan`` not yet in the store ``out_dir``; return all its records.
 
@@ -276,7 +338,10 @@ def run_sweep(
     :func:`plan_chunks`). ``simulate_fn`` replaces
     ``isosim.sim.engine.simulate`` (tests inject a fake). Raises IsosimError when ``out_dir`` holds
     another plan, or when another process is filling it and ``wait`` is false (with ``wait``: waits
-    for that process, then runs what it left undone, usually nothing).
+    for that process, then runs what it left undone, usually nothing). ``progress`` shows a bar
+    (ETA from the simulation cost, see ``STEP_OVERHEAD``) when stderr is a terminal; where it is
+    not, ``log`` (if given) receives a start line at once and a progress line every ``LOG_EVERY_S``
+    seconds.
     """
     out_dir = Path(out_dir)
     simulate = simulate_fn if simulate_fn is not None else _default_simulate()
@@ -293,11 +358,14 @@ def run_sweep(
         total = sum(run_rollouts(c) for c in configs)
         spent = total - sum(run_rollouts(c) for c in todo)
         chunks = plan_chunks(todo, chunk_size, device=device)
+        cost = sum(chunk_cost(c) for c in plan_chunks(configs, chunk_size, device=device))
+        done_cost = max(cost - sum(chunk_cost(c) for c in chunks), 0.0)
         index = _next_index(manifest)
-        with _Bar(progress, total, spent, f"sweep {plan.plan_id}") as bar:
+        with _Bar(progress, cost, done_cost, spent, total, f"sweep {plan.plan_id}", log) as bar:
             for chunk in chunks:
                 name = f"chunk-{index:05d}.parquet"
                 t0 = time.perf_counter()
+                bar.start_chunk(chunk)
                 df = simulate(list(chunk), device=device, progress=bar.callback)
                 df = _check_chunk(df, chunk, f"{out_dir}/records/{name}")
                 atomic_write(out_dir / "records" / name, lambda fh: df.to_parquet(fh, index=False))
@@ -310,7 +378,8 @@ def run_sweep(
                 })
                 atomic_write_text(out_dir / "manifest.json", dumps_json(manifest, indent=1))
                 spent += sum(run_rollouts(c) for c in chunk)
-                bar.set(spent)
+                done_cost += chunk_cost(chunk)
+                bar.set(done_cost, spent)
                 index += 1
         if not (out_dir / "manifest.json").exists():  # nothing to run and no manifest yet
             atomic_write_text(out_dir / "manifest.json", dumps_json(manifest, indent=1))

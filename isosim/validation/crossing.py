@@ -99,24 +99,27 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
 
 
 def plateaus(runs: Runs, b_p: int, steps: Sequence[int] = (25, 50, 100, 200, 400, 800)) -> dict[str, Any]:
-    """Each n's peak (best value up to its last record, seed mean, with the pooled seed se and the
-    rollouts and update steps where each seed peaked), its last value, the n whose peaks are within
-    2 se of the highest, and every n's best value at matched update steps (``steps`` that every run
-    reaches; steps are rollouts / (n * b_p))."""
+    """Each n's peak (best value up to and including its last record, seed mean, with the pooled
+    seed se and the rollouts and update steps where each seed peaked), its last value, the n whose
+    peaks are within 2 se of the highest, and every n's best value at matched update steps
+    (``steps`` that every run reaches; steps are rollouts / (n * b_p)).
+
+    Runs trained to one budget stop at whole steps, a step or so apart (n = 128 at B_p 16 at
+    1,998,848 rollouts, n = 32 at 1,999,872): the top budget is the latest last record, and every
+    run within the readings' ``rtol`` of it counts there with all its records, its last included."""
     ns = sorted(int(n) for n in runs)
-    top = min(float(c[-1][0]) for seeds in runs.values() for c in seeds.values())
+    top = max(float(c[-1][0]) for seeds in runs.values() for c in seeds.values())
     peak = rd.truth_at(runs, top, "best")
     last = rd.truth_at(runs, top, "final")
     per_n = {}
     for n in ns:
         at = []
         for c in runs[n].values():
-            vals = [float(v) for r, v in c if r <= top * (1 + 1e-9)]
-            j = int(np.argmax(vals))
-            at.append(float(c[j][0]))
+            pts = [(float(r), float(v)) for r, v in c if r > 0 and math.isfinite(v)]
+            at.append(max(pts, key=lambda p: p[1])[0])  # the first record at the peak value
         per_n[str(n)] = {"peak": peak["mean"][str(n)], "last": last["mean"][str(n)],
                          "peak_rollouts": at, "peak_steps": [r / (n * b_p) for r in at],
-                         "steps_at_top": top / (n * b_p)}
+                         "steps_at_top": max(float(c[-1][0]) for c in runs[n].values()) / (n * b_p)}
     by_steps = {n: {s: [(r / (n * b_p), v) for r, v in c] for s, c in seeds.items()} for n, seeds in runs.items()}
     reach = min(float(c[-1][0]) for seeds in by_steps.values() for c in seeds.values())
     matched = []

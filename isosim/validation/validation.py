@@ -208,7 +208,7 @@ def plot_validation(plan: Any, df: Any, metric: str, frontier: dict[str, Any] | 
     if frontier is not None:
         ax.step(frontier["budgets"], frontier["n_star"], "s-", where="post", color="#c44e52", ms=5,
                 label="observed n*(C) (frontier fit of the real runs)")
-    ax.set_xscale("log")
+    plots.log_compute_axis(ax)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("rollouts C")
     ax.set_ylabel("n*")

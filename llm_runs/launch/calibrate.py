@@ -302,10 +302,20 @@ def write_splits(problems: list[Problem], rates: np.ndarray, folder: Path) -> di
 
 
 def plot_histogram(rates: np.ndarray, k: int, path: Path, title: str = "") -> list[Path]:
-    """Pass-rate histogram (bins of 1/k) with the easy and hard bands shaded."""
+    """Write :func:`histogram_figure` to ``path``."""
     from isosim.frontier import plots
 
-    fig, (ax,) = plots.figure()
+    return plots.save(histogram_figure(rates, k, title), path)
+
+
+def histogram_figure(rates: np.ndarray, k: int, title: str = ""):
+    """Pass-rate histogram (bins of 1/k) with the easy and hard bands shaded; whole problem counts
+    on the y axis and the legend beside the axes, never over a bar (the bar at 1.0 included)."""
+    from matplotlib.ticker import MaxNLocator
+
+    from isosim.frontier import plots
+
+    fig, (ax,) = plots.figure(size=(8.2, 4.4))
     edges = np.linspace(-0.5 / k, 1 + 0.5 / k, k + 2)
     ax.hist(rates, bins=edges, color="#4c72b0", edgecolor="white")
     for name, (lo, hi), color in (("easy", BANDS["easy"], "#55a868"), ("hard", BANDS["hard"], "#c44e52")):
@@ -313,6 +323,7 @@ def plot_histogram(rates: np.ndarray, k: int, path: Path, title: str = "") -> li
                    label=f"{name} band [{lo}, {hi}]")
     ax.set_xlabel(f"pass rate (avg@{k})")
     ax.set_ylabel("problems")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{title}\n{len(rates)} problems, mean {np.mean(rates):.3f}", fontsize=10)
-    ax.legend(fontsize=8)
-    return plots.save(fig, path)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return fig

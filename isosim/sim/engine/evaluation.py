@@ -162,6 +162,16 @@ def summarise(p, n_train: int, k: int, ent, kl) -> dict[str, np.ndarray]:
     return {key: val.cpu().numpy() for key, val in out.items()}
 
 
+def metric_names(sampled: bool = False) -> tuple[str, ...]:
+    """The metric columns a simulated run's records hold (those of :func:`summarise`, and the
+    sampled estimates of :func:`sampled_metrics` when runs have ``eval_samples``), in order."""
+    one = torch.full((1, 2), 0.5, dtype=torch.float64)
+    names = tuple(summarise(one, 1, 1, one[:, 0], one[:, 0]))
+    if sampled:
+        names += tuple(sampled_metrics(np.full(1, 0.5), 2, 1, np.random.default_rng(0)))
+    return names
+
+
 def _ipow(x: torch.Tensor, k: int) -> torch.Tensor:
     """``x ** k`` for an integer k >= 1 by repeated squaring (torch's generic pow is slow)."""
     out, base = None, x

@@ -313,7 +313,7 @@ def plot_search(curves: Mapping[int, Curve], decisions: Sequence[Mapping[str, An
     for r in sorted({float(d["rung"]) for d in decisions if d["event"] == "rung"}):
         ax.axvline(r, color="grey", ls=":", lw=0.8)
     ax.axvline(budget, color="black", ls="--", lw=0.8)
-    ax.set_xscale("log")
+    plots.log_compute_axis(ax)
     ax.set_xlabel("rollouts")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title("adaptive search: rungs (dotted), budget (dashed), stopped (x)", fontsize=9)
