@@ -158,9 +158,10 @@ def test_gap_term_costs_a_small_n_more_at_equal_rollouts(bank):
     assert loss[2] > loss[32] > 0
 
 
-def test_simfit_scores_recomputed_from_the_records():
-    """studies/results/simfit.json: the summaries from its rows, and one sweep's rows re-scored
-    from the committed records and banks (the leave-one-setting-out priors refitted)."""
+@pytest.mark.parametrize("variant", ["", "clusters64"])
+def test_simfit_scores_recomputed_from_the_records(variant):
+    """studies/results/simfit[_VARIANT].json: the summaries from its rows, and one sweep's rows
+    re-scored from the committed records and banks (the leave-one-setting-out priors refitted)."""
     import json
     import sys
     from pathlib import Path
@@ -169,10 +170,12 @@ def test_simfit_scores_recomputed_from_the_records():
     sys.path.insert(0, str(root / "studies" / "scoring"))
     import simfit as study
 
-    doc = json.loads((root / "studies" / "results" / "simfit.json").read_text())
+    suffix = f"_{variant}" if variant else ""
+    doc = json.loads((root / "studies" / "results" / f"simfit{suffix}.json").read_text())
     assert study.summarise(doc["rows"]) == doc["overall"]
     assert study.verdict(doc["overall"], doc["rows"]) == doc["verdict"]
-    sws, banks = study.load(build=False)
+    assert doc["variant"]["changes"] == study.VARIANTS[variant]
+    sws, banks = study.load(build=False, bank_path=root / "studies" / "results" / f"simfit_bank{suffix}.json")
     fits = {model: study.full_fits(sws, banks, params) for model, params in study.MODELS.items()}
     for model, key in (("simfit", "full_fits"), ("simfit (no gap)", "full_fits_no_gap")):
         for name, f in fits[model].items():
