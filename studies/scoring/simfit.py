@@ -137,7 +137,7 @@ def build_banks(sws: dict, recipe: str = RECIPE, path: Path = BANK, changes: dic
             bank["setting"] = st
             bank["seconds"] = time.perf_counter() - t0
             doc["banks"][key] = bank
-            write_json(path, doc)
+            write_json(path, doc, indent=None)  # compact: curves of numbers
             print(f"bank {key}: {sorted(g['n'])} to {g['budget']:g} in {bank['seconds']:.0f} s", flush=True)
     return doc
 
@@ -305,7 +305,7 @@ def main(out: Path = RESULTS / "simfit.json", variant: str = "") -> dict:
     doc["verdict"] = verdict(doc["overall"], rows)
     doc["seconds"] = {"banks_and_loading": t1 - t0, "fits_and_scoring": time.perf_counter() - t1}
     doc["rows"] = rows
-    write_json(out, doc)
+    write_json(out, doc, indent=None)  # compact: one row per replay and method
     return doc
 
 
