@@ -351,6 +351,8 @@ def calibrate(
     seeds: Optional[int] = typer.Option(None, help="--dynamics: simulated seeds per n (default: as many as the runs have)"),
     max_evals: int = typer.Option(150, help="--dynamics: most Nelder-Mead evaluations"),
     fit: Optional[str] = typer.Option(None, "--fit", help="--dynamics: comma-separated settings to fit instead of the default choice (lr, lr_power, transfer_frac, loading_lo, hard_loading, kl, wd)"),
+    budget: Optional[float] = typer.Option(None, help="--dynamics: also simulate every n of --grid to this budget with the fitted dynamics (the n the runs measured and the n only simulated are named)"),
+    grid: Optional[str] = typer.Option(None, "--grid", help="--dynamics with --budget: comma-separated n to simulate (default 2,4,8,16,32,64,128)"),
 ) -> None:
     """Measure the base model's pass rate on each problem (--model, --data), or fit the simulator's
     dynamics to cheap real runs (--dynamics RUNS --profile FILE): the profile explore/recommend/validate read."""
@@ -360,8 +362,10 @@ def calibrate(
         if model is not None or data is not None:
             raise IsosimError("give --model/--data (measure pass rates) or --dynamics RUNS (fit dynamics), not both")
         _calibrate_dynamics(dynamics, profile, preset, max_rollouts, n, seeds, seed, max_evals, fit,
-                            out or Path("dynamics.json"))
+                            out or Path("dynamics.json"), budget, grid)
         return
+    if budget is not None or grid is not None:
+        raise IsosimError("--budget and --grid go with --dynamics RUNS (simulate every n with the fitted dynamics)")
     if model is None or data is None:
         raise IsosimError("give --model and --data (measure a difficulty profile) or --dynamics RUNS --profile FILE "
                           "(fit the simulator's dynamics to real runs)")
@@ -380,7 +384,7 @@ def calibrate(
 
 def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optional[str], max_rollouts: Optional[float],
                         n: Optional[str], seeds: Optional[int], seed: int, max_evals: int, fit: Optional[str],
-                        out: Path) -> None:
+                        out: Path, budget: Optional[float] = None, grid: Optional[str] = None) -> None:
     from isosim.errors import IsosimError
     from isosim.predict import dynamics as dyn
 
@@ -390,13 +394,44 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
 
     read_profile(profile)
     n_list = _n_list(n, "4,32")
+    grid_list = _n_list(grid, "2,4,8,16,32,64,128") or [2, 4, 8, 16, 32, 64, 128]
+    if min(grid_list) < 1:
+        raise IsosimError(f"--grid {grid}: every n must be >= 1")
+    if grid is not None and budget is None:
+        raise IsosimError("--grid needs --budget (the budget every n is simulated to)")
+    if budget is not None and not budget > 0:
+        raise IsosimError(f"--budget must be positive (got {budget:g})")
     params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
     runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
     typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
                f"{len(runs.df)} records at or below {runs.max_rollouts if runs.max_rollouts is not None else 'any'} "
                f"rollouts ({runs.cut} runs cut at the limit)")
+    if budget is not None and budget < max(b for _, b in runs.groups) * max(grid_list):
+        raise IsosimError(f"--budget {budget:g} is below one step of n = {max(grid_list)} "
+                          f"(B_p {max(b for _, b in runs.groups)})")
     result = dyn.calibrate_dynamics(runs, profile, preset=preset, seeds=seeds, seed=seed, max_evals=max_evals,
                                     params=params, log=lambda s: typer.echo(s))
+    if budget is not None:
+        from isosim.predict import simfit
+
+        measured = {g[0]: float(runs.df.loc[runs.df["n"] == g[0], "rollouts"].max()) for g in runs.groups}
+        b_ps = {g[1] for g in runs.groups}
+        if len(b_ps) != 1:
+            raise IsosimError(f"{runs_dir}: runs of several B_p ({', '.join(map(str, sorted(b_ps)))}); --budget "
+                              "simulates every n at the runs' one B_p")
+        every = simfit.simulate_every_n(result["dynamics"]["overrides"], str(profile), grid_list, budget, b_p=b_ps.pop(),
+                                        n_train=runs.train_size, n_val=runs.val_size, measured=measured)
+        result["every_n"] = every
+        for key, e in every["n"].items():
+            how = f"measured to {e['measured_to']:g} rollouts, simulated to C" if e["measured_to"] is not None else "simulated only"
+            typer.echo(f"  n = {key}: {how}; simulated val at {budget:g}: best {e['best']:.3f}, final {e['final']:.3f}")
+        band = every["tie_band_best"]
+        typer.echo(f"simulated pick at {budget:g} rollouts: n = {every['pick_best']} (best reading), "
+                   f"n = {every['pick_final']} (final); within 2 simulated seed se ({2 * every['seed_se']:.3f}) of "
+                   f"the best: n = {', '.join(map(str, band))}"
+                   + (" (every n: the choice of n does not matter here)" if len(band) == len(grid_list) else ""))
+        typer.echo(f"measured n: {', '.join(str(k) for k in sorted(measured))}; simulated only: "
+                   f"{', '.join(str(k) for k in grid_list if k not in measured)}")
     path = dyn.write_dynamics_profile(out, profile, result)
     typer.echo(f"wrote {path} (use it with isosim explore --preset {result['dynamics']['preset']} --profile {path})")
 

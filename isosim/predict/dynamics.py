@@ -477,7 +477,9 @@ def write_dynamics_profile(out: str | Path, profile: str | Path, result: dict) -
         doc = json.loads(Path(profile).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise IsosimError(f"{profile}: cannot read the profile ({exc})") from None
-    doc = {k: v for k, v in doc.items() if k not in ("dynamics", "fit")}
+    doc = {k: v for k, v in doc.items() if k not in ("dynamics", "fit", "every_n")}
     doc.update(dynamics=result["dynamics"], fit={**result["fit"], "profile": str(profile)})
+    if "every_n" in result:  # calibrate --dynamics --budget: every n simulated to the budget
+        doc["every_n"] = result["every_n"]
     return write_json(out, doc, indent=1)
 

@@ -31,6 +31,15 @@ back and n* stays at the smallest n. Interference is off in this recipe: without
 the problem-specific directions swamp the dependence on n (memorize 1-4: n* stuck at 8 or
 jumping on noise).
 
+Flat regime (``hard-flat``, ``easy-flat``, ``extreme-flat``, ``very-easy-flat``): the regime of a
+learner whose best n does not move with the budget (the organism of ``docs/organism.md``). Adam
+at a constant lr (the same step size for every n: ``lr_rule`` constant), no weight decay, no KL,
+no entropy bonus. Under Adam a step moves about lr once the gradient's direction is clear, so a
+larger group buys a cleaner direction, not a longer step: the gain per step saturates in n (at
+n = 8-32 on the organism's hard profile), and with no restoring force every n climbs to the same
+ceiling (the share of problems that transfer). The ablation that found it: ``docs/simulator.md``
+("The flat regime"). The default presets above keep the paper's rising regime.
+
 Earlier rounds stay available for comparison: ``easy-distance``, ``hard-distance``,
 ``very-easy-distance``, ``extreme-distance`` (the previous defaults: Adam, KL 1.0 + entropy .01
 on every set, hard problems far; saturation from the KL pull, F2 as a lag; the committed studies
@@ -68,6 +77,10 @@ DISTANCE = dict(optimizer="adam", beta1=0.9, beta2=0.999, lr=0.05, kl=1.0, entro
 ROUND3 = dict(optimizer="sgd", lr=2.0, entropy=0.01, hard_loading=1.0)
 """FIDELITY round 3: SGD, KL set per difficulty (easy 1.0, hard 0.3), no distance mechanism"""
 
+FLAT = dict(optimizer="adam", beta1=0.9, beta2=0.999, lr=1.0, lr_rule="constant", wd=0.0, kl=0.0, entropy=0.0,
+            memorize=0.0, hard_loading=0.3)
+"""the flat regime: Adam at a constant lr (a step of about lr at every n), nothing pulling back"""
+
 RECIPE_OF_PROFILE = {"easy": "easy", "very-easy": "easy", "hard": "hard", "extreme": "hard"}
 """the paper's recipe for each named difficulty (mixes: :func:`recipe_for`)"""
 
@@ -76,6 +89,7 @@ RECIPES = {"easy": EASY_RECIPE, "hard": HARD_RECIPE}
 PRESETS: dict[str, dict] = {
     **{name: dict(COMMON, **RECIPES[recipe], profile=name) for name, recipe in RECIPE_OF_PROFILE.items()},
     **{f"{name}-distance": dict(COMMON, **DISTANCE, profile=name) for name in RECIPE_OF_PROFILE},
+    **{f"{name}-flat": dict(COMMON, **FLAT, profile=name) for name in RECIPE_OF_PROFILE},
     "easy-kl": dict(COMMON, **ROUND3, profile="easy", kl=1.0),
     "hard-kl": dict(COMMON, **ROUND3, profile="hard", kl=0.3),
 }
