@@ -188,13 +188,19 @@ def default_grid(cheap: float, b_p: int, min_steps: int = MIN_STEPS) -> list[int
     return grid
 
 
+def ceil_sig(x: float, digits: int = 3) -> float:
+    """``x`` rounded up to ``digits`` significant digits (a hint that, followed, is enough)."""
+    scale = 10 ** (digits - 1 - math.floor(math.log10(x)))
+    return math.ceil(x * scale - 1e-9) / scale
+
+
 def check_steps(n: int, b_p: int, cheap: float, min_steps: int, share: float, budget: float) -> int:
     steps = steps_for(cheap, n, b_p)
     if steps >= min_steps:
         return steps
     b_p_ok = int(cheap // (n * min_steps))
-    share_ok = min_steps * b_p * n / budget
-    hint = [f"--share {share_ok:.3g}" if share_ok < 1 else f"--budget {min_steps * b_p * n / share:.3g}"]
+    share_ok = ceil_sig(min_steps * b_p * n / budget)
+    hint = [f"--share {share_ok:g}" if share_ok < 1 else f"--budget {ceil_sig(min_steps * b_p * n / share):g}"]
     if b_p_ok >= 1:
         hint.append(f"--b-p {b_p_ok}")
     raise IsosimError(f"n = {n}: the cheap part ({share:.3g} of C = {cheap:.3g} rollouts) gives {steps} step(s) of "
