@@ -236,6 +236,8 @@ def recommend(
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    if for_ is not None and runs is None:
+        raise IsosimError("--for writes the pick of cheap runs: give --runs (isosim plan --for writes those runs)")
     if runs is not None:
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")

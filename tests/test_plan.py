@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -142,12 +143,17 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
     assert len(lines) == 4 and all(line.endswith('"$@"') for line in lines)
     for r in record["runs"]:
         settings = out / "runs" / r["name"] / F.SETTINGS_FILE[trainer]
-        assert str(settings) in (out / "launch.sh").read_text()
+        assert (str(settings) in (out / "launch.sh").read_text()) == (trainer != "verl")  # verl: inline overrides
         if trainer == "trl":
             check_trl_arithmetic(yaml.safe_load(settings.read_text()), r["n"], r["b_p"], P.Hardware(8, 1, 4))
         elif trainer == "verl":
-            items = dict(x.strip("'").split("=", 1) for x in settings.read_text().split())
+            items = dict(x.split("=", 1) for x in settings.read_text().splitlines())
             assert set(items) <= VERL_KEYS and items["actor_rollout_ref.rollout.n"] == str(r["n"])
+            assert items["trainer.logger"] == "[console,tensorboard]"
+            # the launch line passes the same overrides as separate words, quoted for the shell
+            words = shlex.split(next(x for x in lines if f"TENSORBOARD_DIR={out / 'runs' / r['name']}" in x))
+            assert words[1:4] == ["python3", "-m", "verl.trainer.main_ppo"] and words[-1] == "$@"
+            assert dict(w.split("=", 1) for w in words[4:-1]) == items
         else:
             assert json.loads(settings.read_text())["budget"] == r["rollouts"]
     readme = (out / "README.md").read_text()
@@ -209,7 +215,7 @@ def test_plan_with_schedule_writes_stages(tmp_path):
     s2 = yaml.safe_load((out / "schedule" / "stage2-n8" / "config.yaml").read_text())
     assert (s1["num_generations"], s1["max_steps"], s2["num_generations"], s2["max_steps"]) == (2, 125, 8, 31)
     launch = (out / "schedule" / "launch.sh").read_text()
-    assert f"--model_name_or_path {out / 'schedule' / 'stage1-n2'}" in launch
+    assert launch.splitlines()[-1].endswith(f"\"$@\" --model_name_or_path {out / 'schedule' / 'stage1-n2'}")
     assert "## Schedule" in (out / "README.md").read_text()
 
 
@@ -236,10 +242,12 @@ def test_recommend_for_trl_writes_the_picks_full_run(tmp_path):
     assert str(out / "train_grpo.py") in (out / "full" / "launch.sh").read_text()
 
 
-def test_recommend_for_refuses_unknown_trainer(tmp_path):
+def test_recommend_for_refuses_unknown_trainer_and_needs_runs(tmp_path):
     _records(tmp_path / "runs", {4: 1.0, 16: 0.5}, 8, 60)
     res = isosim("recommend", "--runs", tmp_path / "runs", "--budget", "1e5", "--for", "deepspeed")
     assert res.returncode == 2 and "--for must be one of trl, verl, isosim" in res.stderr
+    res = isosim("recommend", "--budget", "1e5", "--for", "trl")
+    assert res.returncode == 2 and "--for writes the pick of cheap runs: give --runs" in res.stderr
 
 
 def test_verl_tensorboard_logs_read_with_the_plans_run_table(tmp_path):
@@ -264,7 +272,7 @@ def test_verl_tensorboard_logs_read_with_the_plans_run_table(tmp_path):
     assert (df["rollouts"] == df["step"] * 8 * df["n"]).all()
     res = isosim("recommend", "--runs", out / "runs", "--budget", "1e5", "--for", "verl")
     assert res.returncode == 0, res.stderr
-    items = dict(x.strip("'").split("=", 1) for x in (out / "full" / "full-n16" / "overrides.txt").read_text().split())
+    items = dict(x.split("=", 1) for x in (out / "full" / "full-n16" / "overrides.txt").read_text().splitlines())
     assert set(items) <= VERL_KEYS
     assert items["actor_rollout_ref.rollout.n"] == "16" and items["trainer.total_training_steps"] == str(int(1e5 // 128))
     assert items["trainer.n_gpus_per_node"] == "8"

@@ -103,18 +103,27 @@ def _accelerate(hw: P.Hardware) -> list[str]:
 
 
 def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
-    """The shell line that trains ``run`` (``"$@"``: the user's model and data arguments)."""
+    """The shell line that trains ``run`` (``"$@"``: the user's model and data arguments; ``extra``
+    after them, so that it wins where both name the model)."""
     settings = run_dir / SETTINGS_FILE[trainer]
     if trainer == "trl":
         cmd = _accelerate(hw) + [str(out / "train_grpo.py"), "--config", str(settings)]
     elif trainer == "verl":
-        return (f"TENSORBOARD_DIR={shlex.quote(str(run_dir))} python3 -m verl.trainer.main_ppo "
-                f"$(cat {shlex.quote(str(settings))}) {extra}\"$@\"")
+        overrides = " ".join(shlex.quote(o) for o in verl_overrides(run.settings))
+        return f"TENSORBOARD_DIR={shlex.quote(str(run_dir))} python3 -m verl.trainer.main_ppo {overrides} \"$@\"{extra}"
     else:
         cmd = (_accelerate(hw) + ["-m"] if hw.processes > 1 else ["python", "-m"]) + [
             "llm_runs.training.train", "--config", str(settings)]
     line = " ".join(c if c.startswith("$") else shlex.quote(c) for c in cmd)
-    return f"{line} {extra}\"$@\""
+    return f"{line} \"$@\"{extra}"
+
+
+def verl_overrides(settings: dict[str, Any]) -> list[str]:
+    """Hydra's ``key=value`` overrides (lists as ``[a,b]``), unquoted: one per line in
+    overrides.txt, shell-quoted in the launch line."""
+    def value(v: Any) -> str:
+        return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+    return [f"{k}={value(v)}" for k, v in settings.items()]
 
 
 def settings_text(trainer: str, settings: dict[str, Any]) -> str:
@@ -123,9 +132,7 @@ def settings_text(trainer: str, settings: dict[str, Any]) -> str:
 
         return yaml.safe_dump(settings, sort_keys=False)
     if trainer == "verl":
-        def value(v: Any) -> str:
-            return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
-        return "\n".join(shlex.quote(f"{k}={value(v)}") for k, v in settings.items()) + "\n"
+        return "\n".join(verl_overrides(settings)) + "\n"
     return json.dumps(settings, indent=1) + "\n"
 
 
@@ -189,17 +196,22 @@ def write_schedule(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
     (n1, s1), (n2, _) = [(st["n"], st["share"]) for st in view["stages"]]
     m1 = P.steps_for(req.budget * s1, n1, b_p)
     m2 = P.steps_for(req.budget - m1 * b_p * n1, n2, b_p)
-    lines = []
-    first = None
-    for i, (n, m) in enumerate(((n1, m1), (n2, m2)), 1):
-        name = f"stage{i}-n{n}"
-        run = P.make_run(trainer, n, b_p, m, req.seed, hw, str(out / "schedule" / name), name=name)
-        extra = ""
-        if first is not None:
-            extra = {"trl": f"--model_name_or_path {first} ", "verl": f"actor_rollout_ref.model.path={first}/huggingface ",
-                     "isosim": f"--model {first}/final "}[trainer]
-        lines.append(write_run(trainer, run, hw, out, out / "schedule" / name, extra))
-        first = first or str(out / "schedule" / name)
+    folder = out / "schedule"
+    one = P.make_run(trainer, n1, b_p, m1, req.seed, hw, str(folder / f"stage1-n{n1}"), name=f"stage1-n{n1}")
+    two = P.make_run(trainer, n2, b_p, m2, req.seed, hw, str(folder / f"stage2-n{n2}"), name=f"stage2-n{n2}")
+    # stage 1 saves its model where stage 2 loads it: train_grpo.py saves to output_dir; verl writes
+    # a Hugging Face copy into its last checkpoint; isosim's runner into final_model/
+    first = folder / one.name
+    if trainer == "verl":
+        one.settings.update({"trainer.save_freq": m1,
+                             "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"]})
+        start = f" actor_rollout_ref.model.path={first}/checkpoints/global_step_{m1}/actor/huggingface"
+    elif trainer == "isosim":
+        one.settings["save_final_model"] = True
+        start = f" --model {first}/final_model"
+    else:
+        start = f" --model_name_or_path {first}"
+    lines = [write_run(trainer, one, hw, out, first), write_run(trainer, two, hw, out, folder / two.name, start)]
     (out / "schedule" / "launch.sh").write_text(_script(lines, trainer))
     return lines
 
@@ -233,7 +245,11 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
              "It prints the pick, its tie band and whether n matters here, and writes the pick's full-budget "
              f"settings for {t} (B_p = {sweep['b_p']}, steps to C) under `{out / 'full'}` with their launch line.", ""]
     if schedule:
-        text += ["## Schedule", "", _schedule_md(schedule), "", "Stage 2 starts from stage 1's saved model:", "",
+        text += ["## Schedule", "", _schedule_md(schedule), "",
+                 "`schedule/launch.sh` (the same arguments as the sweep's) runs both stages; stage 2 starts from "
+                 "stage 1's saved model, named after your arguments so that it wins"
+                 + (" (verl: leave actor_rollout_ref.model.path out of stage 2's arguments; Hydra takes one value)"
+                    if t == "verl" else "") + ":", "",
                  "```", *sched_lines, "```", ""]
     text += [f"First run's settings are in `{Path('runs') / first.name / SETTINGS_FILE[t]}`; "
              f"`{PLAN_FILE}` holds the whole plan.", ""]

@@ -9,7 +9,7 @@
 # `RecordsCallback` wrote and from nothing else.
 #
 # `python studies/organism/trl_loop.py [--quick]` (full: n = 2, 4, 8 at B_p = 4, 5 % of
-# C = 12,800 rollouts each, minutes on a CPU; quick: n = 2, 4, a few steps).
+# C = 6,400 rollouts each, minutes on a CPU; quick: n = 2, 4, a few steps).
 
 # %%
 import json
@@ -31,9 +31,9 @@ quick, _, FIG_DIR, OUT_JSON = setup("trl_loop", "the TRL loop on the organism")
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "llm_runs" / "organism" / "shipped" / "model"
 WORK = Path(os.environ.get("ISOSIM_STUDY_OUT") or ROOT) / "runs" / ("trl_loop_quick" if quick else "trl_loop")
-NS, B_P, BUDGET = ("2,4", 2, 480) if quick else ("2,4,8", 4, 12800)
+NS, B_P, BUDGET = ("2,4", 2, 480) if quick else ("2,4,8", 4, 6400)
 TRL_ARGS = ["--learning_rate", "3e-4", "--max_completion_length", "12" if quick else "24", "--use_cpu", "true",
-            "--disable_tqdm", "true", "--eval_size", "8" if quick else "64", "--eval_samples", "2" if quick else "8"]
+            "--disable_tqdm", "true", "--eval_size", "8" if quick else "48", "--eval_samples", "2" if quick else "8"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -149,5 +149,7 @@ write_json(OUT_JSON, {
     "train_seconds": round(train_seconds, 1), "pick": rec["pick"], "tie_band": rec["tie_band"],
     "expected_regret": {n: v["expected_regret"] for n, v in rec["n"].items()},
     "full_run": {"config": str(full_cfg.relative_to(WORK)), "grpo_config": loaded}, "curves": curves,
-    "plan_output": plan_out.splitlines(), "recommend_output": rec_out.splitlines(),
+    # (the printed lines with the work folder's path shortened to WORK)
+    "plan_output": plan_out.replace(str(WORK), "WORK").splitlines(),
+    "recommend_output": rec_out.replace(str(WORK), "WORK").splitlines(),
 }, STARTED)
