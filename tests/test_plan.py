@@ -99,6 +99,7 @@ def test_seven_processes_refusal_names_rule_and_nearest_settings(trainer, rule):
     (["--budget", "1e6", "--processes", "7", "--b-p", "32", "--n", "4,8"], "nearest valid: --b-p 28 or --b-p 35"),
     (["--budget", "1e6", "--n", "4,256"], "n = 256: the cheap part (0.05 of C = 5e+04 rollouts) gives 6 step(s)"),
     (["--budget", "1e6", "--processes", "8", "--nodes", "3"], "must split evenly over --nodes 3"),
+    (["--budget", "1e6", "--processes", "8", "--nodes", "2", "--for", "isosim"], "--for isosim plans single-node runs"),
     (["--budget", "1e6", "--max-per-device", "0"], "--max-per-device must be >= 1"),
     (["--budget", "1e6", "--share", "1.5"], "--share must be between 0 and 1"),
     (["--budget", "1e6", "--n", "4,x"], "expected comma-separated integers"),
@@ -161,7 +162,9 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
     assert (out / "train_grpo.py").exists() == (trainer == "trl")
     assert (out / "submit_slurm.py").exists() == (trainer == "isosim")
     if trainer == "isosim":
-        compile((out / "submit_slurm.py").read_text(), "submit_slurm.py", "exec")
+        script = (out / "submit_slurm.py").read_text()
+        compile(script, "submit_slurm.py", "exec")
+        assert "executor.batch()" in script and "CommandFunction(c + sys.argv[1:])" in script
         assert "accelerate launch --num_processes 8 -m llm_runs.training.train" in lines[0]
 
 

@@ -6,6 +6,9 @@
   CSV files exported from Weights & Biases. It says in one line what it read.
 * ``isosim.integrations.tensorboard`` and ``isosim.integrations.wandb`` are the readers;
   ``isosim.integrations.trl`` holds the callback.
+* ``isosim.integrations.plan`` and ``plan_files`` write the cheap sweep in TRL, verl or isosim
+  settings (``isosim plan``) and the pick's full run (``isosim recommend --runs ... --for``);
+  TensorBoard logs of a plan's runs take n and B_p from its ``isosim_runs.csv``.
 
 Importing this package imports neither TensorBoard nor transformers nor TRL: each is imported
 when its reader or the callback is used. Tag mappings are documented in docs/integrations.md.

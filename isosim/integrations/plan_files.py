@@ -62,6 +62,9 @@ def check_request(req: Request) -> None:
         raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
     if req.min_steps < 1:
         raise IsosimError(f"--min-steps must be >= 1, got {req.min_steps}")
+    if req.trainer == "isosim" and req.hardware.nodes > 1:
+        raise IsosimError("--for isosim plans single-node runs; for several nodes per run use isosim validate "
+                          "--launcher slurm --nodes N (it fills in each node's rank)")
     for n in req.ns or []:
         P.check_n(n)
     if req.ns is not None and len(set(req.ns)) < 2:
@@ -81,6 +84,10 @@ def build(req: Request, out: Path) -> dict[str, Any]:
     else:
         ns = sorted(set(req.ns))
         b_p, notes = P.resolve_b_p(req.trainer, ns, b_p, req.hardware.processes)
+    if req.hardware.nodes > 1:
+        notes.append(f"{req.hardware.nodes} nodes: set MACHINE_RANK (0..{req.hardware.nodes - 1}) and MAIN_PROCESS_IP "
+                     "(the first node's address) on each node before its launch line" if req.trainer == "trl" else
+                     f"{req.hardware.nodes} nodes: start a Ray cluster over them before the launch lines (verl)")
     runs = []
     for n in ns:
         P.check_split(req.trainer, n, b_p, req.hardware.processes)
@@ -156,7 +163,8 @@ COMMANDS = {commands!r}
 executor = submitit.AutoExecutor(folder={folder!r})
 executor.update_parameters(nodes={nodes}, tasks_per_node=1, gpus_per_node={gpus}, timeout_min=24 * 60,
                            slurm_array_parallelism=len(COMMANDS))
-jobs = executor.map_array(submitit.helpers.CommandFunction, [c + sys.argv[1:] for c in COMMANDS])
+with executor.batch():  # one job array, one job per run
+    jobs = [executor.submit(submitit.helpers.CommandFunction(c + sys.argv[1:])) for c in COMMANDS]
 print("submitted", ", ".join(j.job_id for j in jobs))
 '''
 
