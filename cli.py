@@ -274,6 +274,7 @@ def recommend(
     runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of cheap runs (every n at one B_p, a small share of the budget; isosim records, TRL/verl logs, W&B CSV): choose n from them"),
     method: Optional[str] = typer.Option(None, "--method", help="with --runs: how each n's cheap curve is carried to the budget (level, best-level, steps, ...; default: the best measured on the plane)"),
     reading: str = typer.Option("best", "--reading", help="with --runs: best (best validated value up to C) or final (value at C)"),
+    for_: Optional[str] = typer.Option(None, "--for", help="with --runs: trl, verl or isosim: also write the pick's full-budget run in that trainer's settings (next to the isosim plan folder's runs, or <runs>-full)"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
     with --runs, the n to choose from cheap runs of every n."""
@@ -281,10 +282,14 @@ def recommend(
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    if for_ is not None and runs is None:
+        raise IsosimError("--for writes the pick of cheap runs: give --runs (isosim plan --for writes those runs)")
     if runs is not None:
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
         _recommend_runs(runs, budget, method, reading, as_json)
+        if for_ is not None:
+            _write_full_run(runs, budget, for_, method, reading, as_json)
         return
     if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
@@ -322,6 +327,77 @@ def recommend(
                    f"{r.advised_recipe} recipe would test something that was not simulated (simulate it with "
                    f"--preset {r.advised_recipe}" + (f" --profile {profile})" if profile else ")"))
     for line in rec.certainty_lines(r):
+        typer.echo(line)
+
+
+def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[str], reading: str, as_json: bool) -> None:
+    """recommend --runs --for: the pick's full-budget run in the trainer's settings."""
+    from isosim.files import dumps_json
+    from isosim.integrations import plan_files
+    from isosim.predict import from_runs
+
+    r = from_runs.recommend_from_runs(runs, budget, method or from_runs.DEFAULT_METHOD, reading)
+    full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget)
+    lines = plan_files.full_lines(r, full, trainer)
+    if as_json:
+        typer.echo(dumps_json({"full_run": full}), err=True)
+        return
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
+def plan(
+    for_: str = typer.Option(..., "--for", help="whose settings to write: trl (GRPOConfig YAML + accelerate launch), verl (main_ppo overrides) or isosim (llm_runs configs + a SLURM array through submitit)"),
+    budget: Optional[float] = typer.Option(None, help="budget C of the full run, in rollouts (completions); or --gpu-hours with --rollouts-per-gpu-hour"),
+    gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (with --rollouts-per-gpu-hour; not with --budget)"),
+    rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="your measured throughput, completions per GPU-hour"),
+    share: float = typer.Option(0.05, help="share of C each cheap run spends (the plane's replays read every n at 0.05)"),
+    n: Optional[str] = typer.Option(None, "--n", help="comma-separated n (completions per prompt) to compare, 2..256 (default: powers of two from 2 with --min-steps steps each)"),
+    b_p: Optional[int] = typer.Option(None, "--b-p", help="prompts per update, one for every run (default 32, rounded up so that every n splits over the processes)"),
+    processes: int = typer.Option(1, help="training processes (GPUs) per run, all nodes together"),
+    nodes: int = typer.Option(1, help="nodes per run"),
+    max_per_device: int = typer.Option(8, help="most completions one device holds in a micro-batch; a larger update accumulates gradients"),
+    seeds: int = typer.Option(1, help="runs per n (seeds --seed .. --seed+seeds-1)"),
+    seed: int = typer.Option(0, help="first seed"),
+    min_steps: int = typer.Option(10, help="fewest updates a cheap run may have"),
+    schedule: Optional[str] = typer.Option(None, help="a two-stage n schedule N1:SHARE,N2 (e.g. 8:0.5,32: n = 8 for the first half of C's rollouts, then 32): its two stages at C and the simulator's view of it against constant n"),
+    preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
+) -> None:
+    """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:
+    settings, launch lines and a README; then `isosim recommend --runs OUT/runs --budget C --for ...`."""
+    from isosim.errors import IsosimError
+    from isosim.integrations import plan as P
+    from isosim.integrations import plan_files
+
+    note = ""
+    if gpu_hours is not None or rollouts_per_gpu_hour is not None:
+        if budget is not None:
+            raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
+        if gpu_hours is None or rollouts_per_gpu_hour is None or gpu_hours <= 0 or rollouts_per_gpu_hour <= 0:
+            raise IsosimError("--gpu-hours and --rollouts-per-gpu-hour go together, both positive")
+        budget = gpu_hours * rollouts_per_gpu_hour
+        note = f" ({gpu_hours:g} GPU-hours at {rollouts_per_gpu_hour:g} rollouts per GPU-hour)"
+    if budget is None:
+        raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour")
+    req = plan_files.Request(trainer=for_, budget=budget, share=share, ns=_n_list(n, "4,8,16"), b_p=b_p,
+                             seeds=seeds, seed=seed, min_steps=min_steps, schedule=schedule, budget_note=note,
+                             hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device))
+    out = (out or _fresh_out("plan")).resolve()
+    sweep = plan_files.build(req, out)
+    view = None
+    if schedule is not None:
+        from isosim.predict import schedule as sched
+
+        stages = sched.parse_schedule(schedule)
+        for n_stage, _ in stages:
+            P.make_run(for_, n_stage, sweep["b_p"], 1, seed, req.hardware, str(out))  # the trainer's rules
+        with _working("simulating the schedule against constant n"):
+            sim = sched.compare(stages, sweep["ns"], budget, sweep["b_p"], preset=preset)
+        view = {"stages": [{"n": s_n, "share": s_share} for s_n, s_share in stages], "simulator": sim}
+    lines = plan_files.write_sweep(req, sweep, out, view)
+    for line in plan_files.plan_lines(req, sweep, out, lines, view):
         typer.echo(line)
 
 

@@ -154,7 +154,7 @@ def _help(*args, width=80):
     return res.output
 
 
-@pytest.mark.parametrize("command", ["explore", "analyze", "recommend", "calibrate", "validate"])
+@pytest.mark.parametrize("command", ["explore", "analyze", "recommend", "calibrate", "validate", "plan"])
 def test_help_names_every_option_whole_and_no_bool_type(command):
     import cli
 

@@ -6,6 +6,9 @@
   CSV files exported from Weights & Biases. It says in one line what it read.
 * ``isosim.integrations.tensorboard`` and ``isosim.integrations.wandb`` are the readers;
   ``isosim.integrations.trl`` holds the callback.
+* ``isosim.integrations.plan`` and ``plan_files`` write the cheap sweep in TRL, verl or isosim
+  settings (``isosim plan``) and the pick's full run (``isosim recommend --runs ... --for``);
+  TensorBoard logs of a plan's runs take n and B_p from its ``isosim_runs.csv``.
 
 Importing this package imports neither TensorBoard nor transformers nor TRL: each is imported
 when its reader or the callback is used. Tag mappings are documented in docs/integrations.md.
@@ -121,7 +124,13 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
 
     if tensorboard.find_event_files(path):
         runs = tensorboard.read_runs(path)
-        return _runs.to_records(runs, source="TensorBoard logs", maps=col_map, every=every,
+        source = "TensorBoard logs"
+        if runs_file is None and not sets:  # runs of an isosim plan: n and B_p from its run table
+            from isosim.integrations.plan_files import plan_settings
+
+            per_run = plan_settings(path, [r.name for r in runs])
+            source += " (n, B_p from the plan's isosim_runs.csv)" if per_run else ""
+        return _runs.to_records(runs, source=source, maps=col_map, every=every,
                                 per_run=per_run, where=str(path))
     csvs = sorted(path.glob("*.csv"))
     if csvs:

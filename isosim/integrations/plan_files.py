@@ -1,0 +1,373 @@
+"""``isosim plan`` and ``isosim recommend --for``: the sweep's folder, its launch lines and README.
+
+The output folder of ``isosim plan --for TRAINER --out OUT``::
+
+    OUT/README.md          what to run and what to do next
+    OUT/isosim_plan.json   the request, the hardware and every run (recommend --for reads it back)
+    OUT/isosim_runs.csv    run, n, b_p, seed of every run (read with the logs where they lack them)
+    OUT/launch.sh          one launch line per run; your model and data arguments follow "$@"
+    OUT/runs/<run>/        each run's settings (TRL config.yaml, verl overrides.txt, isosim
+                           config.json); the run's logs go here too
+    OUT/train_grpo.py      (TRL) the training script: GRPOTrainer + isosim's records callback
+    OUT/submit_slurm.py    (isosim) the sweep as one SLURM job array through submitit
+    OUT/schedule/          (--schedule) the two stages at the full budget
+
+``recommend --runs OUT/runs --budget C --for TRAINER`` writes the pick's full-budget run the same
+way under ``OUT/full/``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isosim.errors import IsosimError
+from isosim.integrations import plan as P
+
+PLAN_FILE = "isosim_plan.json"
+RUNS_FILE = "isosim_runs.csv"
+USER_ARGS = {
+    "trl": "--model_name_or_path MODEL --dataset_name TRAIN_DATA --reward_funcs my_rewards.accuracy "
+           "--eval_dataset HELD_OUT_DATA",
+    "verl": "data.train_files=TRAIN.parquet data.val_files=VAL.parquet actor_rollout_ref.model.path=MODEL",
+    "isosim": "--model MODEL --data TRAIN_DATA",
+}
+SETTINGS_FILE = {"trl": "config.yaml", "verl": "overrides.txt", "isosim": "config.json"}
+
+
+@dataclass
+class Request:
+    trainer: str
+    budget: float
+    share: float = P.DEFAULT_SHARE
+    ns: list[int] | None = None
+    b_p: int | None = None
+    seeds: int = 1
+    seed: int = 0
+    hardware: P.Hardware = field(default_factory=P.Hardware)
+    min_steps: int = P.MIN_STEPS
+    schedule: str | None = None
+    budget_note: str = ""
+
+
+def check_request(req: Request) -> None:
+    if req.trainer not in P.TRAINERS:
+        raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {req.trainer!r}")
+    P.check_budget(req.budget, req.share)
+    req.hardware.check()
+    if req.seeds < 1:
+        raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
+    if req.min_steps < 1:
+        raise IsosimError(f"--min-steps must be >= 1, got {req.min_steps}")
+    if req.trainer == "isosim" and req.hardware.nodes > 1:
+        raise IsosimError("--for isosim plans single-node runs; for several nodes per run use isosim validate "
+                          "--launcher slurm --nodes N (it fills in each node's rank)")
+    for n in req.ns or []:
+        P.check_n(n)
+    if req.ns is not None and len(set(req.ns)) < 2:
+        raise IsosimError(f"--n {req.ns}: the cheap sweep compares at least two n")
+
+
+def build(req: Request, out: Path) -> dict[str, Any]:
+    """The sweep's runs (refused with one line where a trainer rule or the step count forbids one)."""
+    check_request(req)
+    cheap = req.share * req.budget
+    b_p = req.b_p
+    notes: list[str] = []
+    if req.ns is None:  # the recommended grid: powers of two from 2 with enough steps at the cheap share
+        b_p, notes = P.resolve_b_p(req.trainer, [2, 4, 8, 16, 32, 64, 128, 256], b_p, req.hardware.processes)
+        ns = P.default_grid(cheap, b_p, req.min_steps)
+        notes.append(f"n: powers of two from 2 with >= {req.min_steps} steps in the cheap part (--n sets them)")
+    else:
+        ns = sorted(set(req.ns))
+        b_p, notes = P.resolve_b_p(req.trainer, ns, b_p, req.hardware.processes)
+    if req.hardware.nodes > 1:
+        notes.append(f"{req.hardware.nodes} nodes: set MACHINE_RANK (0..{req.hardware.nodes - 1}) and MAIN_PROCESS_IP "
+                     "(the first node's address) on each node before its launch line" if req.trainer == "trl" else
+                     f"{req.hardware.nodes} nodes: start a Ray cluster over them before the launch lines (verl)")
+    runs = []
+    for n in ns:
+        P.check_split(req.trainer, n, b_p, req.hardware.processes)
+        steps = P.check_steps(n, b_p, cheap, req.min_steps, req.share, req.budget)
+        for seed in range(req.seed, req.seed + req.seeds):
+            name = P.run_name(n, seed)
+            runs.append(P.make_run(req.trainer, n, b_p, steps, seed, req.hardware, str(out / "runs" / name)))
+    return {"b_p": b_p, "ns": ns, "cheap": cheap, "runs": runs, "notes": notes}
+
+
+# ----------------------------------------------------------------------------------------------
+# Launch lines
+# ----------------------------------------------------------------------------------------------
+def _accelerate(hw: P.Hardware) -> list[str]:
+    cmd = ["accelerate", "launch", "--num_processes", str(hw.processes)]
+    if hw.nodes > 1:
+        cmd += ["--num_machines", str(hw.nodes), "--machine_rank", "$MACHINE_RANK",
+                "--main_process_ip", "$MAIN_PROCESS_IP", "--main_process_port", "29500"]
+    return cmd
+
+
+def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
+    """The shell line that trains ``run`` (``"$@"``: the user's model and data arguments; ``extra``
+    after them, so that it wins where both name the model)."""
+    settings = run_dir / SETTINGS_FILE[trainer]
+    if trainer == "trl":
+        cmd = _accelerate(hw) + [str(out / "train_grpo.py"), "--config", str(settings)]
+    elif trainer == "verl":
+        overrides = " ".join(shlex.quote(o) for o in verl_overrides(run.settings))
+        return f"TENSORBOARD_DIR={shlex.quote(str(run_dir))} python3 -m verl.trainer.main_ppo {overrides} \"$@\"{extra}"
+    else:
+        cmd = (_accelerate(hw) + ["-m"] if hw.processes > 1 else ["python", "-m"]) + [
+            "llm_runs.training.train", "--config", str(settings)]
+    line = " ".join(c if c.startswith("$") else shlex.quote(c) for c in cmd)
+    return f"{line} \"$@\"{extra}"
+
+
+def verl_overrides(settings: dict[str, Any]) -> list[str]:
+    """Hydra's ``key=value`` overrides (lists as ``[a,b]``), unquoted: one per line in
+    overrides.txt, shell-quoted in the launch line."""
+    def value(v: Any) -> str:
+        return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+    return [f"{k}={value(v)}" for k, v in settings.items()]
+
+
+def settings_text(trainer: str, settings: dict[str, Any]) -> str:
+    if trainer == "trl":
+        import yaml
+
+        return yaml.safe_dump(settings, sort_keys=False)
+    if trainer == "verl":
+        return "\n".join(verl_overrides(settings)) + "\n"
+    return json.dumps(settings, indent=1) + "\n"
+
+
+def write_run(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SETTINGS_FILE[trainer]).write_text(settings_text(trainer, run.settings))
+    return launch_line(trainer, run, hw, out, run_dir, extra)
+
+
+def _script(lines: list[str], trainer: str) -> str:
+    return ("#!/usr/bin/env bash\n# one run after another; your model and data arguments follow, e.g.\n"
+            f"#   bash {{this file}} {USER_ARGS[trainer]}\nset -euo pipefail\n" + "\n".join(lines) + "\n")
+
+
+SLURM = '''"""The sweep as one SLURM job array through submitit: python submit_slurm.py MODEL_AND_DATA_ARGS..."""
+import sys
+
+import submitit
+
+COMMANDS = {commands!r}
+executor = submitit.AutoExecutor(folder={folder!r})
+executor.update_parameters(nodes={nodes}, tasks_per_node=1, gpus_per_node={gpus}, timeout_min=24 * 60,
+                           slurm_array_parallelism=len(COMMANDS))
+with executor.batch():  # one job array, one job per run
+    jobs = [executor.submit(submitit.helpers.CommandFunction(c + sys.argv[1:])) for c in COMMANDS]
+print("submitted", ", ".join(j.job_id for j in jobs))
+'''
+
+
+def write_support(trainer: str, out: Path, runs: list[P.Run], hw: P.Hardware) -> None:
+    if trainer == "trl":
+        from isosim.integrations import trl_script
+
+        (out / "train_grpo.py").write_text(Path(trl_script.__file__).read_text())
+    if trainer == "isosim":
+        commands = [shlex.split(launch_line(trainer, r, hw, out, out / "runs" / r.name).replace(' "$@"', ""))
+                    for r in runs]
+        (out / "submit_slurm.py").write_text(SLURM.format(commands=commands, folder=str(out / "slurm"),
+                                                          nodes=hw.nodes, gpus=hw.processes // hw.nodes))
+
+
+def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> list[str]:
+    """Write the sweep's folder; return the lines to print."""
+    out.mkdir(parents=True, exist_ok=True)
+    hw, trainer = req.hardware, req.trainer
+    lines = [write_run(trainer, r, hw, out, out / "runs" / r.name) for r in sweep["runs"]]
+    write_support(trainer, out, sweep["runs"], hw)
+    (out / "launch.sh").write_text(_script(lines, trainer))
+    (out / RUNS_FILE).write_text("run,n,b_p,seed\n" + "".join(f"{r.name},{r.n},{r.b_p},{r.seed}\n" for r in sweep["runs"]))
+    sched_lines = write_schedule(req, sweep, out, schedule) if schedule else []
+    record = {"request": {**asdict(req), "hardware": asdict(hw)}, "b_p": sweep["b_p"], "ns": sweep["ns"],
+              "cheap_rollouts": sweep["cheap"], "notes": sweep["notes"], "runs": [P.summary(r) for r in sweep["runs"]],
+              "schedule": schedule}
+    (out / PLAN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    (out / "README.md").write_text(readme(req, sweep, out, lines, sched_lines, schedule))
+    return lines
+
+
+def write_schedule(req: Request, sweep: dict[str, Any], out: Path, view: dict) -> list[str]:
+    """The two stages at the full budget: stage 2 starts from stage 1's saved model."""
+    hw, b_p, trainer = req.hardware, sweep["b_p"], req.trainer
+    (n1, s1), (n2, _) = [(st["n"], st["share"]) for st in view["stages"]]
+    m1 = P.steps_for(req.budget * s1, n1, b_p)
+    m2 = P.steps_for(req.budget - m1 * b_p * n1, n2, b_p)
+    folder = out / "schedule"
+    one = P.make_run(trainer, n1, b_p, m1, req.seed, hw, str(folder / f"stage1-n{n1}"), name=f"stage1-n{n1}")
+    two = P.make_run(trainer, n2, b_p, m2, req.seed, hw, str(folder / f"stage2-n{n2}"), name=f"stage2-n{n2}")
+    # stage 1 saves its model where stage 2 loads it: train_grpo.py saves to output_dir; verl writes
+    # a Hugging Face copy into its last checkpoint; isosim's runner into final_model/
+    first = folder / one.name
+    if trainer == "verl":
+        one.settings.update({"trainer.save_freq": m1,
+                             "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"]})
+        start = f" actor_rollout_ref.model.path={first}/checkpoints/global_step_{m1}/actor/huggingface"
+    elif trainer == "isosim":
+        one.settings["save_final_model"] = True
+        start = f" --model {first}/final_model"
+    else:
+        start = f" --model_name_or_path {first}"
+    lines = [write_run(trainer, one, hw, out, first), write_run(trainer, two, hw, out, folder / two.name, start)]
+    (out / "schedule" / "launch.sh").write_text(_script(lines, trainer))
+    return lines
+
+
+def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sched_lines: list[str],
+           schedule: dict | None) -> str:
+    runs, hw, t = sweep["runs"], req.hardware, req.trainer
+    first = runs[0]
+    table = "\n".join(f"| {r.name} | {r.n} | {r.b_p} | {r.steps} | {r.rollouts:,} | {'; '.join(r.notes) or '-'} |"
+                      for r in runs)
+    back = f"isosim recommend --runs {out / 'runs'} --budget {req.budget:.6g} --for {t}"
+    what = {"trl": "TRL GRPOTrainer (train_grpo.py: GRPOTrainer with isosim's RecordsCallback, which writes "
+                   "records.jsonl into each run's folder; TensorBoard logs land there too)",
+            "verl": "verl (python -m verl.trainer.main_ppo with each run's overrides; TensorBoard logs in each run's folder)",
+            "isosim": "isosim's runner (python -m llm_runs.training.train; submit_slurm.py sends the sweep to SLURM)"}[t]
+    text = [f"# Cheap isocompute sweep for {t}",
+            "",
+            f"Budget C = {req.budget:.6g} rollouts{req.budget_note}; each run spends the cheap share {req.share:g} of it "
+            f"(at most {sweep['cheap']:.6g} rollouts), every n at B_p = {sweep['b_p']} prompts per update, "
+            f"{len(runs)} run(s) on {hw.processes} process(es) over {hw.nodes} node(s), at most {hw.per_device} "
+            "completions per device in a micro-batch.",
+            "", f"Trainer: {what}.", "", *[f"- {n}" for n in sweep["notes"]], "",
+            "| run | n | B_p | steps | rollouts | memory |", "|---|---|---|---|---|---|", table, "",
+            "## 1. Run the sweep", "",
+            f"Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
+            "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "", "The first run's line:", "",
+            "```", lines[0], "```", ""]
+    if t == "verl":
+        text += ["verl logs no batch settings: isosim reads n and B_p of each run from `isosim_runs.csv`.", ""]
+    text += ["## 2. Read the runs back and write the full run", "", "```", back, "```", "",
+             "It prints the pick, its tie band and whether n matters here, and writes the pick's full-budget "
+             f"settings for {t} (B_p = {sweep['b_p']}, steps to C) under `{out / 'full'}` with their launch line.", ""]
+    if schedule:
+        text += ["## Schedule", "", _schedule_md(schedule), "",
+                 "`schedule/launch.sh` (the same arguments as the sweep's) runs both stages; stage 2 starts from "
+                 "stage 1's saved model, named after your arguments so that it wins"
+                 + (" (verl: leave actor_rollout_ref.model.path out of stage 2's arguments; Hydra takes one value)"
+                    if t == "verl" else "") + ":", "",
+                 "```", *sched_lines, "```", ""]
+    text += [f"First run's settings are in `{Path('runs') / first.name / SETTINGS_FILE[t]}`; "
+             f"`{PLAN_FILE}` holds the whole plan.", ""]
+    return "\n".join(text)
+
+
+def _schedule_md(view: dict) -> str:
+    sim = view["simulator"]
+    rows = "\n".join(f"| {arm} | {a['steps']} | {a['val_mean']:.4f} +- {a['val_se']:.4f} |"
+                     for arm, a in sim["arms"].items())
+    return (f"The simulator's view ({sim['note']}; preset {sim['preset']}, {sim['seeds']} seeds):\n\n"
+            f"| arm | steps | validation pass rate |\n|---|---|---|\n{rows}\n\n{sim['verdict']}.")
+
+
+# ----------------------------------------------------------------------------------------------
+# The way back: the pick's full-budget run
+# ----------------------------------------------------------------------------------------------
+def find_plan(runs: Path) -> Path | None:
+    for folder in (runs, runs.parent, runs.parent.parent):
+        if (folder / PLAN_FILE).is_file():
+            return folder
+    return None
+
+
+def hardware_of(plan_dir: Path | None) -> tuple[P.Hardware, dict[str, Any]]:
+    if plan_dir is None:
+        return P.Hardware(), {}
+    try:
+        record = json.loads((plan_dir / PLAN_FILE).read_text())
+        return P.Hardware(**record["request"]["hardware"]), record
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IsosimError(f"{plan_dir / PLAN_FILE}: cannot read the plan ({exc})") from None
+
+
+def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float) -> dict[str, Any]:
+    """The pick's run at the full budget, in the trainer's settings, under the plan's ``full/``
+    folder (or ``<runs>-full`` where no plan is found)."""
+    if trainer not in P.TRAINERS:
+        raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {trainer!r}")
+    plan_dir = find_plan(runs)
+    hw, record = hardware_of(plan_dir)
+    out = (plan_dir / "full") if plan_dir else runs.with_name(runs.name + "-full")
+    seed = int(record.get("request", {}).get("seed", 0))
+    steps = P.steps_for(budget, n, b_p)
+    name = f"full-n{n}"
+    run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name)
+    out.mkdir(parents=True, exist_ok=True)
+    line = write_run(trainer, run, hw, plan_dir or out, out / name)
+    if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
+        write_support(trainer, out, [run], hw)
+        line = launch_line(trainer, run, hw, out, out / name)
+    (out / "launch.sh").write_text(_script([line], trainer))
+    return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
+            "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes}
+
+
+def plan_settings(runs: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """n, b_p and seed of the logged runs ``names`` from the plan's run table (found at ``runs``
+    or up to two folders above), matched on the run's folder name; {} where there is no plan."""
+    from isosim.integrations._runs import read_runs_file
+
+    plan_dir = find_plan(Path(runs))
+    if plan_dir is None or not (plan_dir / RUNS_FILE).is_file():
+        return {}
+    table = read_runs_file(plan_dir / RUNS_FILE)
+    return {name: table[name.split("/")[-1]] for name in names if name.split("/")[-1] in table}
+
+
+# ----------------------------------------------------------------------------------------------
+# What the commands print
+# ----------------------------------------------------------------------------------------------
+KEY_SETTINGS = {
+    "trl": ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps"),
+    "verl": ("data.train_batch_size", "actor_rollout_ref.rollout.n",
+             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "trainer.total_training_steps"),
+    "isosim": ("n", "b_p", "budget"),
+}
+
+
+def _key_settings(trainer: str, run: P.Run) -> str:
+    return " ".join(f"{k.rsplit('.', 1)[-1]}={run.settings[k]}" for k in KEY_SETTINGS[trainer])
+
+
+def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], view: dict | None) -> list[str]:
+    runs = sweep["runs"]
+    text = [f"cheap sweep for {req.trainer}: n = {', '.join(map(str, sweep['ns']))} at B_p = {sweep['b_p']}, "
+            f"each run at most {sweep['cheap']:.4g} rollouts ({req.share:g} of C = {req.budget:.4g}), "
+            f"{req.hardware.processes} process(es)  ->  {out}"]
+    text += [f"  note: {n}" for n in sweep["notes"]]
+    for r in runs:
+        text.append(f"  {r.name}: {r.steps} steps of {r.b_p * r.n} rollouts | {_key_settings(req.trainer, r)}")
+    if view:
+        sim = view["simulator"]
+        text.append(f"schedule {req.schedule}: {sim['verdict']} ({sim['note']})")
+        for arm, a in sim["arms"].items():
+            text.append(f"  {arm:>18}: validation pass rate {a['val_mean']:.4f} +- {a['val_se']:.4f}")
+        text.append(f"  its two stages at C: {out / 'schedule' / 'launch.sh'}")
+    text += [f"run: bash {out / 'launch.sh'} {USER_ARGS[req.trainer]}",
+             f"then: isosim recommend --runs {out / 'runs'} --budget {req.budget:.6g} --for {req.trainer}",
+             f"(what to run and what next: {out / 'README.md'})"]
+    return text
+
+
+def full_lines(r: dict[str, Any], full: dict[str, Any], trainer: str) -> list[str]:
+    band, ns = r.get("tie_band") or [], list(r.get("n", {}))
+    matters = ("n matters little here: every n read is in the tie band" if len(band) >= len(ns)
+               else f"n matters here: {len(band)} of the {len(ns)} n read are in the tie band")
+    text = [matters,
+            f"full run for {trainer}: n = {r['pick']}, B_p = {r['b_p']}, {full['steps']} steps "
+            f"({full['rollouts']:,} rollouts of C = {r['budget']:.4g}) on {full['processes']} process(es)"]
+    text += [f"  note: {n}" for n in full["notes"]]
+    text += [f"settings: {full['settings']}", f"launch: {full['launch']}"]
+    return text

@@ -1,0 +1,75 @@
+"""The loop with the real TRL, offline, on a tiny random Llama: isosim plan --for trl -> the written
+launch.sh (accelerate launch train_grpo.py: TRL's GRPOTrainer with isosim's records callback) ->
+isosim recommend --runs --for trl -> the pick's full-budget config loads into GRPOConfig.
+
+(studies/organism/trl_loop.py runs the same loop on the model organism, with its figure.)
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+REWARDS = '''
+def parity(completions, **kwargs):
+    """Deterministic in the completion, about half right for a random model: 0/1 like a verifier."""
+    return [1.0 if c and ord(c[0]) % 2 == 0 else 0.0 for c in completions]
+'''
+
+
+def test_plan_run_with_trl_and_recommend_back(tmp_path):
+    pytest.importorskip("trl")
+    pytest.importorskip("accelerate")
+    from llm_runs.sampling.tiny import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "tiny", seed=0, vocab_size=128, hidden_size=16, num_layers=1, num_heads=2)
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(6) for b in range(6)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
+    (tmp_path / "tiny_rewards.py").write_text(REWARDS)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+    def isosim(*args):
+        return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *map(str, args)],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+
+    out = tmp_path / "sweep"
+    # C = 320 rollouts, 5 % each: n = 2 gets 4 steps of 4, n = 4 two of 8 (a memory cap of 4 completions:
+    # n = 4 accumulates two micro-batches)
+    res = isosim("plan", "--for", "trl", "--budget", 320, "--n", "2,4", "--b-p", 2, "--min-steps", 2,
+                 "--max-per-device", 4, "--out", out)
+    assert res.returncode == 0, res.stderr
+    cfg4 = yaml.safe_load((out / "runs" / "n4-s0" / "config.yaml").read_text())
+    assert (cfg4["per_device_train_batch_size"], cfg4["gradient_accumulation_steps"], cfg4["max_steps"]) == (4, 2, 2)
+
+    run = subprocess.run(["bash", str(out / "launch.sh"), "--model_name_or_path", model,
+                          "--dataset_name", tmp_path / "train.jsonl", "--eval_dataset", tmp_path / "held_out.jsonl",
+                          "--eval_size", "4", "--eval_samples", "2", "--reward_funcs", "tiny_rewards.parity",
+                          "--use_cpu", "true", "--max_completion_length", "4", "--learning_rate", "1e-3",
+                          "--disable_tqdm", "true"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for n, steps in ((2, 4), (4, 2)):
+        recs = [json.loads(x) for x in (out / "runs" / f"n{n}-s0" / "records.jsonl").read_text().splitlines()]
+        assert recs[0]["step"] == 0 and recs[-1]["step"] == steps
+        assert all(r["n"] == n and r["b_p"] == 2 and r["rollouts"] == r["step"] * 2 * n for r in recs)
+        assert all(0 <= r["val_avg"] <= 1 for r in recs)
+
+    back = isosim("recommend", "--runs", out / "runs", "--budget", 320, "--for", "trl")
+    assert back.returncode == 0, back.stderr
+    pick = int(back.stdout.split("pick n = ")[1].split(";")[0])
+    full = out / "full" / f"full-n{pick}" / "config.yaml"
+    assert f"full run for trl: n = {pick}, B_p = 2, {320 // (2 * pick)} steps" in back.stdout
+    loaded = subprocess.run([sys.executable, str(ROOT / "tests" / "plan_grpo_config_helper.py"), "1", str(full)],
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    got = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert "error" not in got
+    assert got["generation_batch_size"] == 2 * pick and got["max_steps"] == 320 // (2 * pick)
