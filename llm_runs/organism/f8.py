@@ -199,6 +199,9 @@ def cmd_predict(a: argparse.Namespace) -> None:
         s["data"] = _rel(s["data"])
         setting_doc = {"name": setting, **s, "calibration": a.calibration, **({"model": a.model} if a.model else {})}
         out[sweep_name] = {"setting": setting_doc, **p}
+        if a.fixed_n:  # a baseline committed beside the prediction: always this n, in every reading
+            out[sweep_name]["fixed_n"] = {"n": a.fixed_n, "budgets": at or p["budgets"],
+                                          "why": a.fixed_n_why or f"a fixed n = {a.fixed_n}"}
         print(f"{sweep_name}: n* {p['n_star']} n_sat {p['n_sat']} {p['n_sat_ci']}")
         for reading, rows in p.get("readings", {}).items():
             print(f"  {reading}: " + ", ".join(f"{r['budget']:.0e} {r['n_star']} {r['tie_band']}" for r in rows))
@@ -286,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--readings", default="", metavar="C1,C2,...",
                    help="also the simulated sweep's n* with its tie band at these budgets, in both readings")
     q.add_argument("--model", default="", help="the model the sweep will run (recorded in the setting; e.g. organism-hard)")
+    q.add_argument("--fixed-n", type=int, default=0, help="also commit this fixed n as a baseline prediction")
+    q.add_argument("--fixed-n-why", default="", help="why that n (kept with it)")
     q.add_argument("--out", required=True)
     m = sub.add_parser("measure")
     m.add_argument("--runs", action="append", required=True, metavar="NAME=FOLDER")
