@@ -56,3 +56,24 @@ def test_cheap_picks_repeat_the_committed_long_sweep_picks():
         best = got["detail"][label]["best"][0]
         assert best["pick"] == want["pick"] == got["picks"][label]["best"][0]
         assert best["tie_band"] == want["tie_band"] and best["cheap_rollouts"] == want["cheap_rollouts"]
+
+
+def test_predict_writes_the_fixed_n_and_the_setting_of_another_organism(tmp_path, monkeypatch):
+    import llm_runs.organism.predict as pr
+
+    seen = {}
+
+    def fake(split, calibration, splits, work, n_boot, **kw):
+        seen.update(split=split, splits=splits, **kw)
+        return {"budgets": [1e3, 1e6], "n_star": [2, 8], "n_sat": 4.0, "n_sat_ci": [2, 8],
+                "readings": {"best": [], "final": []}}
+
+    monkeypatch.setattr(pr, "predict", fake)
+    out = tmp_path / "prediction.json"
+    f8.main(["predict", "--sweep", "s=hard-128-t06", "--splits", str(tmp_path), "--calibration", "c.json",
+             "--readings", "1e5,1e6", "--model", "organism-hard", "--fixed-n", "8", "--fixed-n-why", "a constant",
+             "--work", str(tmp_path / "w"), "--out", str(out)])
+    entry = json.loads(out.read_text())["s"]
+    assert seen["splits"] == tmp_path.resolve() and seen["readings"] == [1e5, 1e6] and seen["train_problems"] == 128
+    assert entry["fixed_n"] == {"n": 8, "budgets": [1e5, 1e6], "why": "a constant"}
+    assert entry["setting"]["model"] == "organism-hard" and entry["setting"]["data"] == str(tmp_path.resolve() / "hard.jsonl")
