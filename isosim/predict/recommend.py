@@ -155,7 +155,7 @@ def saturated_by(result: dict[str, Any], budget: float) -> bool | None:
 def _n_sat_text(result: dict[str, Any]) -> str:
     fit = result["fit"]
     if fit["n_sat"] is None:
-        return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
+        return f"no fitted saturation n_sat ({fit.get('reason') or 'no simulated budget shows learning beyond the noise'})"
     budget = float(result["budgets"][-1])
     if not saturated_by(result, budget):
         return (f"n* is not saturated by C = {budget:.3g} (no plateau inside the simulated grid a decade before "
@@ -263,10 +263,15 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
             "n_floor": min(ns), "n_ceiling": max(ns), "cells": sorted(read["cells"]),
             "text": choice.grid_text(ns, sorted({c.b_p for c in plan.cells}), sorted(read["cells"]))}
     band_n = sorted({c["n"] for c in sure["tie_band"]})
-    reasons = {"n": (f"simulated at {_read_at(budget, top, sim_budget)}, the best cell is n = {best_n} at B_p "
-                     f"{best_b_p} ({metric}, each n's fitted curve capped by its measured best); the tie band "
-                     f"(within {choice.Z_BAND:g} se of it) holds n in {choice.set_text(band_n)}; its smallest n, "
-                     f"{n}, leaves the most steps; " + _n_sat_text(result)),
+    if sure["expected_regret"] is None:
+        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}: {sure['regret_reason']}; the smallest n "
+                 f"competing, {n}, leaves the most steps; ")
+    else:
+        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}, the best cell is n = {best_n} at B_p "
+                 f"{best_b_p} ({metric}, each n's fitted curve capped by its measured best); the tie band "
+                 f"(within {choice.Z_BAND:g} se of it) holds n in {choice.set_text(band_n)}; its smallest n, "
+                 f"{n}, leaves the most steps; ")
+    reasons = {"n": why_n + _n_sat_text(result),
                "b_p": (f"the best B_p simulated for n = {n} (B_p in {choice.set_text(grid['b_p_values'])} were "
                        f"simulated, each with B_p x n <= max batch {b_max})")}
     m = int(budget // (b_p * n))
@@ -340,8 +345,8 @@ def _read_at(budget: float, top: float, sim_budget: float) -> str:
         return (f"C = {_short(top)} rollouts (not at the budget asked, C = {budget:.3g}: the simulated sweep stops "
                 f"at {_short(SIM_BUDGET_CAP)}, beyond which a sweep would take hours)")
     if top < 0.95 * budget:
-        return (f"C = {top:.3g} rollouts (the largest simulated budget every n reaches in whole steps; "
-                f"the budget asked is {budget:.3g})")
+        return (f"C = {top:.3g} rollouts (the furthest a simulated run reached in whole steps; runs that stopped "
+                f"within one step of it compete there; the budget asked is {budget:.3g})")
     return f"C = {budget:.3g} rollouts"
 
 
