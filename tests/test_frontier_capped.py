@@ -168,7 +168,7 @@ def test_analyze_and_recommend_runs_agree_on_peak_then_decline(tmp_path, monkeyp
     assert code == 0, err
     assert "pick n = 16" in out and "tie band: n in {16}" in out and "[" not in out.split("tie band")[1].splitlines()[0]
     assert "leaves out the error of carrying the cheap curves to C" in out
-    assert "does n matter at C = 2e+05? yes" in out and "Regime:" in out
+    assert "does n matter at C = 2e+05? yes" in out and "Regime: n* rising with budget" in out
     code, out, err = run(monkeypatch, capsys, "recommend", "--runs", csv, "--budget", "2e5", "--json")
     r = json.loads(out)
     assert all(v["expected_regret"] >= 0 for v in r["n"].values()) and r["n_matters"]["worst_n"] == 4

@@ -162,8 +162,8 @@ def matters_line(regret_n: dict[int, float], band_n: list[int], se_diff: float, 
 
 
 def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str = "best") -> dict[str, Any]:
-    """The regime the cheap runs themselves show: their measured leader (seed mean, ``reading``) at a
-    quarter of the cheap part and at its end; n* rising if the leader moved up at least one octave."""
+    """The regime the cheap runs themselves show: their measured leader (seed mean, ``reading``) a decade
+    before the end of the cheap part and at its end; n* rising if the leader moved up at least one octave."""
     def value(curve: list, c: float) -> float:
         pts = [(r, v) for r, v in curve if r > 0 and math.isfinite(v)]
         if not pts or pts[0][0] > c * (1 + 1e-9):
@@ -177,11 +177,11 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
 
     ns = sorted(set.intersection(*(set(r) for r in by_seed.values())))
     lead = {}
-    for c in (cheap / 4.0, cheap):
+    for c in (cheap / 10.0, cheap):
         means = {n: np.nanmean([value(by_seed[s][n], c) for s in by_seed]) for n in ns}
         means = {n: v for n, v in means.items() if math.isfinite(v)}
         lead[c] = max(means, key=lambda n: (means[n], -n)) if means else None
-    lo, hi = lead[cheap / 4.0], lead[cheap]
+    lo, hi = lead[cheap / 10.0], lead[cheap]
     if lo is None or hi is None:
         return {"regime": "unknown", "text": "the cheap runs are too short to show a regime"}
     octaves = math.log2(hi / lo)
@@ -189,7 +189,7 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
     verb = "moved up" if octaves >= 1 else ("moved down" if octaves <= -1 else "stayed")
     return {"regime": name, "n_before": int(lo), "n_at": int(hi),
             "text": (f"{'n* rising with budget' if name == 'rising' else 'no sign of n* rising (' + name + ')'}: "
-                     f"the cheap runs' measured leader {verb} from n = {lo} at {cheap / 4:.3g} to n = {hi} at "
+                     f"the cheap runs' measured leader {verb} from n = {lo} at {cheap / 10:.3g} to n = {hi} at "
                      f"{cheap:.3g} rollouts")}
 
 
