@@ -172,9 +172,9 @@ def _n_sat_text(result: dict[str, Any]) -> str:
 
 
 PRESIMULATED_PRESETS = ("easy", "hard")
-"""the presets whose sweep to the cap ships: the (n, B_p) grid from n = 2 takes about 20 CPU minutes a
-preset (n = 2 at B_p 32 is 156,000 steps to 1e7), so very-easy and extreme simulate theirs on first
-use of a budget at or past the cap, then read it from the cache"""
+"""the presets whose sweep to the cap ships: the (n, B_p) grid from n = 2 takes ~5x the update steps
+of the old grid from n = 8 (n = 2 at B_p 32 alone is 156,000 steps to 1e7), so very-easy and extreme
+simulate theirs on first use of a budget at or past the cap, then read it from the cache"""
 PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
 """the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
 them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
