@@ -154,7 +154,7 @@ def explore(
     plan: Optional[Path] = typer.Option(None, help="run this plan JSON (plan.json of an earlier sweep) instead; the plan fixes "
                                         "the runs, so --" + ", --".join(PLAN_FIXES) + " are refused with it"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples for the n_sat interval"),
-    tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
+    tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
 ) -> None:
     """Run a simulated isocompute sweep, fit the frontier and n*(C), write frontier.json and figures."""
@@ -210,7 +210,7 @@ def analyze(
     metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default: avg where validation is logged, else train_reward)"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
     seed: int = typer.Option(0, help="bootstrap seed"),
-    tol: float = typer.Option(0.005, min=0.0, help="tie tolerance in units of the metric: n whose fitted curve is within it of the frontier tie (n_tol = the smallest)"),
+    tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder runs/analyze-<time>/; never the input folder unless --out names it)"),
     map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable)"),
     set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable)"),
@@ -250,13 +250,19 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         return
     typer.echo(f"{runs}: {r['read']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
-    typer.echo(f"pick n = {r['pick']}; tie band (expected regret within 2 se) {r['tie_band']}")
+    band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"
+    typer.echo(f"pick n = {r['pick']}; tie band: n in {band} (each n whose expected regret is within 2 se of 0)")
     for n, v in r["n"].items():
         typer.echo(f"  n = {n:>4}: expected regret {v['expected_regret']:.4f} +- {v['expected_regret_se']:.4f} "
                    f"({v['steps_at_budget']:.0f} updates at C)"
-                   + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate"))
+                   + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate")
+                   + ("" if not v.get("clipped") else f"; clipped at 0 from {v['expected_regret_raw']:.4f}"))
+    typer.echo("+-: one standard error of the seed-to-seed spread (and evaluation noise) of the cheap runs only; "
+               "it leaves out the error of carrying the cheap curves to C")
     if r.get("units"):
         typer.echo(f"units: {r['units']}")
+    if r.get("n_matters"):
+        typer.echo(r["n_matters"]["line"])
 
 
 @app.command()
@@ -264,9 +270,9 @@ def recommend(
     budget: Optional[float] = typer.Option(None, help="sampling budget in rollouts (or --gpu-hours, not both); above 1e7 the simulation stops at 1e7 and says so"),
     gpu_hours: Optional[float] = typer.Option(None, help="budget in GPU-hours (needs --rollouts-per-gpu-hour; not with --budget)"),
     rollouts_per_gpu_hour: Optional[float] = typer.Option(None, help="measured sampling throughput (with --gpu-hours)"),
-    preset: str = typer.Option("easy", help="simulator preset: its dynamics and recipe are simulated; with --profile the profile's problems replace the preset's (e.g. --preset hard --profile FILE for the hard recipe)"),
+    preset: Optional[str] = typer.Option(None, help="simulator preset (default easy): its dynamics and recipe are simulated; with --profile the profile's problems replace the preset's (e.g. --preset hard --profile FILE for the hard recipe)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate (the problems; the recipe and dynamics come from --preset or the profile's own dynamics block)"),
-    max_batch: int = typer.Option(65536, help="hardware cap on B_p * n (rollouts per step)"),
+    max_batch: Optional[int] = typer.Option(None, help="hardware cap on B_p * n (rollouts per step; default 65536)"),
     problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
@@ -285,6 +291,14 @@ def recommend(
     if for_ is not None and runs is None:
         raise IsosimError("--for writes the pick of cheap runs: give --runs (isosim plan --for writes those runs)")
     if runs is not None:
+        given = [flag for flag, v in (("--preset", preset), ("--profile", profile), ("--train-size", problems),
+                                      ("--max-batch", max_batch), ("--gpu-hours", gpu_hours),
+                                      ("--rollouts-per-gpu-hour", rollouts_per_gpu_hour)) if v is not None]
+        if quick:
+            given.append("--quick")
+        if given:
+            raise IsosimError(f"--runs chooses n from the runs alone: {', '.join(given)} would be ignored "
+                              "(drop it, or drop --runs to simulate)")
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
         _recommend_runs(runs, budget, method, reading, as_json)
@@ -301,7 +315,8 @@ def recommend(
         budget = gpu_hours * rollouts_per_gpu_hour
     if budget is None:
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour")
-    r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None, b_max=max_batch,
+    preset = preset or "easy"
+    r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None, b_max=max_batch or 65536,
                       problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty())
     if as_json:
         from isosim.files import dumps_json
@@ -317,7 +332,7 @@ def recommend(
         table.add_column(col, overflow="fold")
     table.add_row("n", str(r.n), r.reasons["n"])
     table.add_row("B_p", str(r.b_p), r.reasons["b_p"])
-    table.add_row("M", str(r.m) if r.m < 1e15 else f"{r.m:.3g}", r.reasons["m"])
+    table.add_row("M", f"{r.m:,}", r.reasons["m"])
     table.add_row("lr", f"{r.lr:.3g}", r.reasons["lr"])
     table.add_row("KL / entropy", f"{'on' if r.kl else 'off'} / {'on' if r.entropy else 'off'}", r.reasons["kl"])
     Console().print(table)

@@ -124,12 +124,16 @@ def test_frontier_figure_draws_each_fitted_curve_and_the_frontier(records, tmp_p
     frontier = _lines(ax)["frontier"]
     np.testing.assert_allclose(frontier.get_xdata(), result["budgets"])
     np.testing.assert_allclose(frontier.get_ydata(), result["reward"])
-    curves = [line for line in ax.get_lines() if line.get_label().startswith("_")]
-    assert len(curves) == len(N_VALUES)  # one fitted curve per n, each ending at its fitted reward
-    for n, line in zip(N_VALUES, curves):
+    unlabelled = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+    curves = [line for line in unlabelled if line.get_linestyle() == "--"]
+    capped = [line for line in unlabelled if line.get_linestyle() == "-"]
+    assert len(curves) == len(capped) == len(N_VALUES)  # per n: its sigmoid (dashed) and its capped curve
+    for n, line, cap in zip(N_VALUES, curves, capped):
         fit = an.FitResult.from_dict(result["per_n"][str(n)])
         x = line.get_xdata()
         np.testing.assert_allclose(line.get_ydata()[-1], fit.predict(x[-1]))
+        want = np.array([np.nan if v is None else v for v in result["per_n_reward"][str(n)]], dtype=float)
+        np.testing.assert_allclose(cap.get_ydata(), want)  # min(sigmoid, measured): what the frontier reads
 
 
 def test_n_star_figure_draws_the_analysis_and_spans_the_grid(records):

@@ -1,60 +1,66 @@
-"""recommend's choice of n near saturation, and its B_p rule."""
+"""recommend's choice of n and B_p on its simulated grid: one criterion for the pick and the tie band."""
 
 import pytest
 
-from isosim.predict.recommend import NEAR_TIE, choose_b_p, smallest_near_optimal_n
+from isosim.predict import choice
+from isosim.predict.recommend import certainty
 
 
-def _result(asymptotes, budget=1e7):
-    """An analysis-shaped result whose per-n curves are already flat at their asymptotes."""
-    per_n = {str(n): dict(r0=a, a=a, log_c_mid=3.0, b=1.0, min_rollouts=32 * n, max_rollouts=budget)
-             for n, a in asymptotes.items()}
-    best = max(asymptotes, key=asymptotes.get)
-    return {"budgets": [budget], "n_star": [best], "per_n": per_n}
+def _read(values, noise=0.002, b_p=32, learning=True):
+    """A read_grid-shaped result: cells (n, b_p) -> value at the top budget, one analysis per B_p."""
+    cells = {(n, b_p): v for n, v in values.items()}
+    res = {"budgets": [1e7], "n_star": [max(values, key=values.get)], "learning": [learning],
+           "n_star_band": {"lo": [min(values)], "hi": [max(values)]}}
+    return {"top": 1e7, "cells": cells, "analyses": {b_p: res}, "noise": noise}
 
 
-def test_near_tie_picks_the_smallest_n():
-    res = _result({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.726})
-    n, best, gap = smallest_near_optimal_n(res)
-    assert (n, best) == (64, 2048) and -NEAR_TIE <= gap <= 0
+def test_one_criterion_picks_the_smallest_n_within_two_se_of_the_best():
+    # se of a seed mean .002 / sqrt(4) = .001; of a difference sqrt(2) x .001 = .00141; the band 2 se = .00283
+    sure = certainty(_read({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.726}), seeds=4)
+    assert sure["pick"] == (64, 32) and sure["band_se"] == pytest.approx(0.001 * 2**0.5)
+    assert [c["n"] for c in sure["tie_band"]] == [64, 256, 2048] and sure["indistinguishable"] == [256, 2048]
+    assert sure["expected_regret"] == pytest.approx(0.002) and sure["expected_regret"] <= 2 * sure["band_se"]
 
 
-def test_clear_winner_is_kept():
-    res = _result({8: 0.60, 64: 0.70, 256: 0.72, 2048: 0.71})
-    assert smallest_near_optimal_n(res)[:2] == (256, 256)
+def test_a_regret_beyond_two_se_is_outside_the_band_and_never_picked():
+    """The hard preset at 3e6 once picked n = 8 at regret .0046 by a .005 tolerance while saying 2 se
+    (.0044) separates n: one criterion now, so an n 2.1 se below the best is neither picked nor tied."""
+    se_diff = 0.0022
+    got = choice.pick_cell({(8, 32): 0.7000 - 0.0046, (16, 32): 0.7000, (32, 32): 0.6990}, se_diff)
+    assert got["pick"] == (16, 32) and [c[0] for c in got["band"]] == [16, 32]
+    assert all(r >= 0 for r in got["regret"].values())
 
 
-def test_b_p_rule_leaves_enough_steps_and_fits_b_max():
-    b_p, _ = choose_b_p(n=64, budget=1e7, b_max=65536, problems=None)
-    assert b_p == 256 and 1e7 // (b_p * 64) >= 100
-    b_p, _ = choose_b_p(n=1024, budget=1e7, b_max=65536, problems=None)
-    assert b_p * 1024 <= 65536
-    b_p, why = choose_b_p(n=64, budget=1e5, b_max=65536, problems=None)
-    assert b_p == 32 and "fewer than" in why
+def test_b_p_is_chosen_from_the_cells_as_well_as_n():
+    got = choice.pick_cell({(8, 32): 0.60, (8, 128): 0.66, (16, 32): 0.50, (16, 128): 0.655}, 0.001)
+    assert got["pick"] == (8, 128) and got["best"] == (8, 128)
 
 
-def test_recommends_n_is_the_frontiers_n_tol():
-    """recommend's smallest near-optimal n is the n_tol that ``isosim explore`` / ``analyze`` report
-    at their default tie tolerance: on records whose n at the top budget are .004 and .011 below the
-    best, tolerances of .002, .005 and .02 give three different n_tol, and recommend picks the middle."""
-    import numpy as np
-    import pandas as pd
+def test_the_band_prints_as_a_set_not_a_range():
+    assert choice.set_text([16, 2, 2]) == "{2, 16}"
 
-    from isosim.frontier import analysis
 
-    rng = np.random.default_rng(0)
-    frames = []
-    for n, amp in {4: .15, 16: .255, 64: .262, 256: .266, 1024: .2655}.items():
-        steps = np.concatenate([[0], np.unique(np.round(np.geomspace(1, 2e6 / (8 * n), 25)))])
-        c = steps * 8 * n
-        for seed in (0, 1):
-            frames.append(pd.DataFrame({"n": n, "b_p": 8, "seed": seed, "step": steps.astype(int), "rollouts": c,
-                                        "val_avg": 0.3 + amp * c / (c + 50 * n) + rng.normal(0, 0.001, len(c))}))
-    df = pd.concat(frames, ignore_index=True)
-    n_tol = {tol: analysis.analyze(df, n_boot=0, tol=tol)["n_tol"][-1] for tol in (0.002, analysis.DEFAULT_TOL, 0.02)}
-    assert n_tol == {0.002: 256, analysis.DEFAULT_TOL: 64, 0.02: 16}
-    default = analysis.analyze(df, n_boot=0)
-    assert smallest_near_optimal_n(default)[:2] == (64, 256)
+def test_the_grid_runs_from_n_2_and_says_its_floor_and_ceiling():
+    ns, bps = choice.sim_grid(65536)
+    assert min(ns) == 2 == choice.N_FLOOR and max(ns) == 2048 == choice.N_CEIL and bps == list(choice.SIM_B_P)
+    assert "from 2 (the floor) to 2048 (the ceiling)" in choice.grid_text(ns, bps, [(n, 32) for n in ns])
+    ns, bps = choice.sim_grid(100)  # B_p 32 leaves only n = 2 under 100: B_p 8 is simulated as well
+    assert bps[0] == choice.SMALL_B_P and 8 * 8 <= 100
+
+
+def test_does_n_matter_names_the_worst_n_in_and_out_of_the_band():
+    m = choice.matters_line({2: 0.08, 16: 0.0, 32: 0.002}, [16, 32], 0.002, 1e5, "n* rising", "simulator")
+    assert m["matters"] and m["worst_n"] == 2 and m["worst_in_band"] == 32
+    assert "40.0 se" in m["line"] and "inside the tie band {16, 32}" in m["line"] and "n* rising" in m["line"]
+    flat = choice.matters_line({2: 0.001, 16: 0.0}, [2, 16], 0.002, 1e5, "n* not rising", "simulator")
+    assert not flat["matters"] and flat["line"].startswith("does n matter at C = 1e+05? little")
+
+
+def test_regime_reads_the_last_decade_of_n_star():
+    b = [1e4, 3e4, 1e5, 3e5, 1e6]
+    assert choice.regime(b, [4, 8, 16, 64, 128], [True] * 5)["regime"] == "rising"
+    assert choice.regime(b, [4, 4, 4, 4, 4], [True] * 5)["regime"] == "saturated low"
+    assert choice.regime(b, [4, 4, 4, 4, 4], [True] * 4 + [False])["regime"] == "no learning"
 
 
 def test_recipe_is_read_from_the_simulated_config_and_the_measured_share():
@@ -103,16 +109,6 @@ def test_n_sat_is_reported_only_when_saturated_a_decade_before_the_budget():
     assert saturated_by({"fit": fit}, 1e5) is False
     assert saturated_by({"fit": {**fit, "saturated": False}}, 1e9) is False
     assert saturated_by({"fit": {**fit, "n_sat": None}}, 1e6) is None
-
-
-def test_certainty_names_the_choices_the_noise_cannot_separate():
-    from isosim.predict.recommend import certainty
-
-    res = _result({8: 0.60, 64: 0.724, 256: 0.7255, 2048: 0.7259})
-    res.update(noise=0.002, n_star_band={"lo": [64], "hi": [2048]})
-    c = certainty(res, 64, seeds=4)  # se .001: 256 (.0015 away) and 2048 (.0019) are within 2 se, 8 is not
-    assert c["n_interval"] == [64.0, 2048.0] and c["expected_regret"] == pytest.approx(0.0019)
-    assert c["indistinguishable"] == [256, 2048] and c["noise_se"] == pytest.approx(0.001)
 
 
 def test_track_record_is_read_from_the_scoreboard(tmp_path):

@@ -35,7 +35,7 @@ import pandas as pd
 
 from isosim.errors import IsosimError
 from isosim.files import jsonable, write_json
-from isosim.frontier.envelope import Frontier, frontier, point_frontier, upper_envelope
+from isosim.frontier.envelope import READINGS, Frontier, frontier, measured_caps, point_frontier, upper_envelope
 from isosim.frontier.fits import (
     LN10,
     FitResult,
@@ -50,9 +50,14 @@ from isosim.frontier.points import (
     REACH_RTOL,
     check_budgets,
     default_budgets,
+    metric_scale,
     prepare,
     record_breaking,
+    step_slack,
 )
+MIN_N_FOR_SAT = 3
+"""n_sat is fitted only on at least this many distinct n: with one or two, the upper level of the n*
+sigmoid is whichever n was tried last, not a saturation."""
 from isosim.frontier.ties import (
     DEFAULT_TOL,
     LEARN_Z,
@@ -136,9 +141,17 @@ def analyze(
     n_budgets: int = 25,
     f_scale: float | None = None,
     ci: tuple[float, float] = (5.0, 95.0),
-    tol: float = DEFAULT_TOL,
+    tol: float | None = None,
+    reading: str = "best",
 ) -> dict[str, Any]:
     """Frontier, n*(C) and its sigmoid fits, with bootstrap intervals; a JSON-ready dict.
+
+    The frontier never reads above what was measured: each n's sigmoid (the paper's monotone fit
+    on record-breaking points, ``fit_saturating``) is read at each budget as min(sigmoid, measured),
+    the measured value being the seed mean of its runs' best evaluation up to the budget
+    (``reading`` "best") or their last evaluation up to it ("final"); n* and every tie below come
+    from these capped values (``per_n_reward``). Runs that stop at most one update step short of a
+    budget compete at it.
 
     Ties and noise: per budget, ``n_tol`` is the smallest n whose fitted curve is within ``tol``
     of the frontier (``n_tie_hi`` the largest); ``fit_tol`` fits n_tol(C) the way ``fit`` fits
@@ -157,23 +170,39 @@ def analyze(
     """
     if n_boot < 0:
         raise IsosimError(f"n_boot must be >= 0, got {n_boot}")
-    if not (math.isfinite(tol) and tol >= 0):
+    if tol is not None and not (math.isfinite(tol) and tol >= 0):
         raise IsosimError(f"tol must be a non-negative number, got {tol}")
+    if reading not in READINGS:
+        raise IsosimError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
     data = prepare(df, metric, x)
     xs = data[x].to_numpy(float)
-    grid = default_budgets(xs, n_budgets) if budgets is None else check_budgets(budgets, xs)
+    grid = default_budgets(xs, n_budgets) if budgets is None else check_budgets(budgets, xs, step_slack(data, x))
     runs = collect_runs(data, metric, x, ("n",), use_record_breaking, bin_width)
     n_values = sorted(runs.groups)
+    scale = metric_scale(data[metric].to_numpy(float))
+    tol_note = None
+    if tol is None:  # half a point of the metric's own range: .005 of a share, .5 of a percentage
+        tol = DEFAULT_TOL * scale
+        if scale != 1.0:
+            tol_note = (f"{metric} is not a share in [0, 1] (values {data[metric].min():.4g} to "
+                        f"{data[metric].max():.4g}): the tie tolerance is {DEFAULT_TOL:g} x {scale:g} = {tol:g}")
     n_max = float(max(n_values))
     n_bounds = (float(min(n_values)), n_max) if len(n_values) > 1 else None
 
     # ---- point estimate
-    fits, span, rewards, n_star, reward = point_frontier(runs, grid, f_scale)
+    fits, span, rewards, n_star, reward = point_frontier(runs, grid, f_scale, reading)
+    caps = measured_caps(runs, grid, reading)
+    per_run_cap = {r: runs.measured_run(r, grid, reading) for ids in runs.groups.values() for r in ids}
     n_tol, n_tie_hi = tie_band(rewards, n_values, reward, tol)
     noise, noise_from = seed_noise(data, metric, x, fits)
     learning, base = learning_budgets(data, metric, x, grid, noise, runs)
-    nfit = _fit_learning(grid, n_star, learning, n_bounds)
-    tfit = _fit_learning(grid, n_tol, learning, n_bounds)
+    few_n = len(n_values) < MIN_N_FOR_SAT
+    if few_n:  # no n*(C) sigmoid, so no n_sat: its upper level would be the grid's edge
+        learning_fit = np.zeros(len(grid), bool)
+    else:
+        learning_fit = learning
+    nfit = _fit_learning(grid, n_star, learning_fit, n_bounds)
+    tfit = _fit_learning(grid, n_tol, learning_fit, n_bounds)
 
     # ---- bootstrap: resample runs within each n, refit curves, envelope and both n* sigmoids
     rng = np.random.default_rng(seed)
@@ -187,21 +216,25 @@ def analyze(
         key = tuple(np.nan_to_num(curve, nan=-1.0))
         if key not in nstar_cache:
             kw = {"starts": [start_fit.params], "n_polish": 1} if start_fit is not None else {}
-            nstar_cache[key] = _fit_learning(grid, curve, learning, n_bounds, **kw)
+            nstar_cache[key] = _fit_learning(grid, curve, learning_fit, n_bounds, **kw)
         return nstar_cache[key]
 
     for i in range(n_boot):
-        b_fits, b_span = {}, {}
+        b_fits, b_span, b_caps = {}, {}, {}
         for n, ids in runs.groups.items():
             if len(ids) > 1:
                 pick = [ids[j] for j in rng.integers(0, len(ids), size=len(ids))]
                 b_fits[n] = runs.fit(n, pick, f_scale, starts=[fits[n].params], n_polish=1)
-            else:  # one run: resample its fit points
+                vals = np.array([per_run_cap[r] for r in pick])
+                k = np.isfinite(vals).sum(axis=0)
+                b_caps[n] = np.where(k > 0, np.nansum(vals, axis=0) / np.maximum(k, 1), np.nan)
+            else:  # one run: resample its fit points (its measured cap is what it is)
                 px, py = runs.xy[ids[0]]
                 j = rng.integers(0, len(px), size=len(px))
                 b_fits[n] = fit_saturating(px[j], py[j], f_scale=f_scale, starts=[fits[n].params], n_polish=1)
+                b_caps[n] = caps[n]
             b_span[n] = runs.span(ids)
-        b_rewards, b_star, b_reward = upper_envelope(b_fits, b_span, grid)
+        b_rewards, b_star, b_reward = upper_envelope(b_fits, b_span, grid, b_caps)
         boot_lo[i], boot_hi[i] = tie_band(b_rewards, n_values, b_reward, tol)
         for curve, start_fit, sink in ((b_star, nfit, boot_fit), (boot_lo[i], tfit, boot_tol)):
             if np.isfinite(curve).any():
@@ -210,8 +243,8 @@ def analyze(
                     sink.append(f)
 
     n_min = float(min(n_values))
-    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning.sum()), n_min)
-    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning.sum()), n_min)
+    fit_block = _nstar_summary(nfit, boot_fit, n_max, ci, int(learning_fit.sum()), n_min)
+    tol_block = _nstar_summary(tfit, boot_tol, n_max, ci, int(learning_fit.sum()), n_min)
     fit_block["n_sat_ci_argmax"] = fit_block["n_sat_ci"]
     cis = [c for c in (fit_block["n_sat_ci"], tol_block["n_sat_ci"]) if c]
     if cis:
@@ -222,13 +255,34 @@ def analyze(
             "lo": 2.0 ** np.nanpercentile(np.log2(boot_lo), ci[0], axis=0, method="lower"),
             "hi": 2.0 ** np.nanpercentile(np.log2(boot_hi), ci[1], axis=0, method="higher"),
         }
-    warnings = _fit_warnings("argmax n*(C) fit", fit_block, n_max)
-    warnings += [w for w in _fit_warnings("n_tol(C) fit", tol_block, n_max) if "no budget" not in w]
+    for block in (fit_block, tol_block):
+        if block["n_sat"] is None:
+            block["reason"] = (f"only {len(n_values)} distinct n: saturation needs at least {MIN_N_FOR_SAT}" if few_n
+                               else "no budget shows learning beyond the seed noise")
+    if few_n:
+        warnings = [f"only {len(n_values)} distinct n ({', '.join(map(str, n_values))}): saturation needs at least "
+                    f"{MIN_N_FOR_SAT}, so no n*(C) sigmoid and no n_sat are fitted (n* per budget is still read)"]
+    else:
+        warnings = _fit_warnings("argmax n*(C) fit", fit_block, n_max)
+        warnings += [w for w in _fit_warnings("n_tol(C) fit", tol_block, n_max) if "no budget" not in w]
+    if tol_note:
+        warnings.append(tol_note)
     if base is None:
         warnings.append("no step-0 rows: the base reward is unknown, every budget counted as learning")
     elif not learning.all():
         warnings.append(f"{int((~learning).sum())} of {len(grid)} budget(s) show no gain over the base reward "
                         f"({base:.4f}) beyond the run-to-run noise ({noise:.4f}); left out of the n*(C) fits")
+    sig = np.array([fits[n].predict(grid) for n in n_values])
+    cap_arr = np.array([caps[n] for n in n_values])
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(cap_arr) & (sig > cap_arr + max(noise, 1e-12))
+    if over.any():
+        i, j = np.unravel_index(np.argmax(np.where(over, sig - cap_arr, -np.inf)), over.shape)
+        warnings.append(
+            f"the sigmoid on record-breaking points reads above what was measured for n = "
+            f"{', '.join(str(n) for n, o in zip(n_values, over.any(axis=1)) if o)} (most: n = {n_values[i]} at "
+            f"{grid[j]:.3g}, sigmoid {sig[i, j]:.4f} against a measured {reading} of {cap_arr[i, j]:.4f}); the "
+            f"frontier reads min(sigmoid, measured) there")
     n_runs = {n: len(ids) for n, ids in runs.groups.items()}
     result = {
         "metric": metric,
@@ -240,6 +294,7 @@ def analyze(
         "n_tol": n_tol.astype(int),
         "n_tie_hi": n_tie_hi.astype(int),
         "tol": tol,
+        "metric_scale": scale,
         "learning": learning,
         "base_reward": base,
         "noise": noise,
@@ -247,11 +302,17 @@ def analyze(
         "fit": fit_block,
         "fit_tol": tol_block,
         "warnings": warnings,
+        "reading": reading,
+        "frontier_reading": (f"per n, min(sigmoid on record-breaking points, measured {reading} up to C, "
+                             "seed mean): a fit may smooth, never read above the runs"),
         "per_n": {
             str(n): {**fits[n].to_dict(), "min_rollouts": span[n][0], "max_rollouts": span[n][1],
-                     "n_runs": n_runs[n]}
+                     "n_runs": n_runs[n], "reach_slack": max(runs.step_cost[r] for r in runs.groups[n])}
             for n in n_values
         },
+        "per_n_reward": {str(n): rewards[i] for i, n in enumerate(n_values)},
+        "per_n_measured": {str(n): caps[n] for n in n_values},
+        "per_n_sigmoid": {str(n): np.where(np.isfinite(rewards[i]), sig[i], np.nan) for i, n in enumerate(n_values)},
         "n_values": n_values,
         "n_runs": int(sum(n_runs.values())),
         "b_p_values": sorted(int(v) for v in data["b_p"].unique()),
@@ -279,7 +340,19 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
                               n_tol (lo) to the resampled n_tie_hi (hi), or null
     ``n_tol``                 list[int], smallest n within ``tol`` of the frontier at each budget
     ``n_tie_hi``              list[int], largest n within ``tol`` of the frontier at each budget
-    ``tol``                   float, the tie tolerance (units of the metric; 0.005 by default)
+    ``tol``                   float, the tie tolerance (units of the metric; by default 0.005 x
+                              ``metric_scale``: half a point of a share, .5 of a percentage)
+    ``metric_scale``          float, 1 for a metric in [0, 1], 100 for one in [0, 100], else its spread
+    ``reading``               str, ``best`` or ``final``: what caps each n's sigmoid (see ``per_n_reward``)
+    ``frontier_reading``      str, the frontier's reading in words
+    ``per_n_reward``          {str(n): list}, each n's value on the frontier per budget:
+                              min(sigmoid, measured), null where it does not compete; ``n_star``,
+                              ``reward`` and the tie band are read from these
+    ``per_n_measured``        {str(n): list}, the cap: seed mean of each run's best evaluation up to C
+                              (``best``) or its value at C (``final``, interpolated in log x), null
+                              where no run of n reached C within one update step
+    ``per_n_sigmoid``         {str(n): list}, the uncapped sigmoid on record-breaking points (the
+                              paper's reading), null where n does not compete
     ``learning``              list[bool], some n gained over its step-0 rows beyond the noise
                               (``learning_budgets``)
     ``base_reward``           float, mean metric of the step-0 rows, or null (none in the data)
@@ -307,7 +380,8 @@ def write_frontier_json(result: dict[str, Any], path: str | Path) -> Path:
     ``fit.loss``, ``fit.flat``  robust loss per point (octaves^2); true when n* is constant
     ``per_n``                 {str(n): {r0, a, c_mid, log_c_mid, b, loss, n_points, flat, at_bound,
                               min_rollouts, max_rollouts, n_runs}}: each n's fitted curve and
-                              the budgets it competes on (one step's cost to furthest reach)
+                              the budgets it competes on (one step's cost to furthest reach; a run
+                              stopped up to ``reach_slack``, one update step, short of C competes at C)
     ``n_values``              list[int], the n in the data
     ``n_runs``                int, runs in all
     ``b_p_values``            list[int], the b_p in the data
@@ -334,6 +408,7 @@ def frontier_summary(res: dict[str, Any]) -> dict[str, Any]:
         "n_tie_hi": [None if v is None else int(v) for v in res.get("n_tie_hi", [])],
         "learning": res.get("learning"),
         "n_sat": fit.get("n_sat"), "n_sat_ci": fit.get("n_sat_ci"),
+        **({"n_sat_reason": fit["reason"]} if fit.get("n_sat") is None and fit.get("reason") else {}),
         "saturated": fit.get("saturated"), "at_floor": fit.get("at_floor"),
         "warnings": list(res.get("warnings", [])),
         **({"n_star_band": {k: [float(v) for v in res["n_star_band"][k]] for k in ("lo", "hi")}}
@@ -373,7 +448,7 @@ from isosim.frontier.side_analyses import (
 )
 
 __all__ = [  # (the pieces live in points, fits, envelope, ties and side_analyses; this module names them all)
-    "DEFAULT_TOL", "LEARN_Z", "LN10", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
+    "DEFAULT_TOL", "LEARN_Z", "LN10", "MIN_N_FOR_SAT", "READINGS", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
     "RunPoints", "analyze", "bp_sensitivity", "check_budgets", "collect_runs", "default_budgets", "fit_n_star",
     "fit_per_n", "fit_saturating", "frontier", "frontier_summary", "hist_at_matched_compute", "jsonable", "learning_budgets",
     "metric_split", "point_frontier", "prepare", "q2_split", "record_breaking", "seed_noise", "tie_band",

@@ -16,6 +16,7 @@ from scipy.special import expit
 
 from isosim.errors import IsosimError
 from isosim.frontier.points import (
+    REACH_RTOL,
     prepare,
     record_breaking,
 )
@@ -218,6 +219,9 @@ class RunPoints:
     step_cost: dict[str, float]
     """Compute of one update step (b_p * n when x is rollouts, else 0): a smaller budget is no run."""
     cache: dict[tuple, FitResult] = field(default_factory=dict)
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Every evaluation of each run (x ascending, metric), not only its record-breaking points:
+    what the run measured, which caps its fitted curve (:meth:`measured`)."""
 
     def fit(self, key: Any, run_ids: Sequence[str], f_scale: float | None, **kw: Any) -> FitResult:
         """Pooled fit over ``run_ids`` (a multiset: a repeated run counts twice), cached."""
@@ -231,6 +235,48 @@ class RunPoints:
     def span(self, run_ids: Sequence[str]) -> tuple[float, float]:
         """Budgets these runs can speak for: (cost of one step, furthest x reached)."""
         return min(self.step_cost[r] for r in run_ids), max(self.reach[r] for r in run_ids)
+
+    def reaches(self, run_id: str, budgets: np.ndarray) -> np.ndarray:
+        """Whether the run competes at each budget: one step of it fits in the budget (within
+        ``REACH_RTOL``), and it stopped at most one step short of it (runs stop at whole steps: a
+        run of 2,048 rollouts a step planned for 99,840 ends at 98,304) or within ``REACH_RTOL``."""
+        b = np.asarray(budgets, dtype=float)
+        step, reach = self.step_cost[run_id], self.reach[run_id]
+        return (step <= b * (1 + REACH_RTOL)) & ((reach + step >= b * (1 - 1e-9)) | (reach >= b * (1 - REACH_RTOL)))
+
+    def measured_run(self, run_id: str, budgets: np.ndarray, reading: str = "best") -> np.ndarray:
+        """The run's measured value at each budget, as the plane reads runs
+        (:func:`isosim.validation.scoreboard.values_at`): ``final`` its evaluations interpolated in log
+        x at the budget (its last one past its last evaluation, linearly from its step-0 row below its
+        first), ``best`` the larger of that and every evaluation at or below the budget; NaN where the
+        run does not compete (:meth:`reaches`) or has no evaluation at or below the budget."""
+        if reading not in ("best", "final"):
+            raise IsosimError(f"reading must be best or final, got {reading!r}")
+        b = np.asarray(budgets, dtype=float)
+        xs, ys = self.series[run_id]
+        out = np.full(len(b), np.nan)
+        pos = xs > 0
+        xp, yp = xs[pos], ys[pos]
+        if len(xp):
+            inside = b >= xp[0]
+            out[inside] = np.interp(np.log(b[inside]), np.log(xp), yp)  # held at the last value past it
+            if (~pos).any():
+                below = ~inside & (b > 0)
+                out[below] = np.interp(b[below], [0.0, xp[0]], [float(ys[~pos].mean()), yp[0]])
+        elif len(ys):
+            out[:] = float(ys.mean())
+        if reading == "best" and len(ys):
+            k = np.searchsorted(xs, b * (1 + 1e-9), side="right")  # evaluations at x <= C
+            run_max = np.maximum.accumulate(ys)[np.maximum(k - 1, 0)]
+            out = np.where(k > 0, np.fmax(out, run_max), out)
+        return np.where(self.reaches(run_id, b), out, np.nan)
+
+    def measured(self, run_ids: Sequence[str], budgets: np.ndarray, reading: str = "best") -> np.ndarray:
+        """Seed mean of :meth:`measured_run` over ``run_ids`` (a multiset), per budget; NaN where no
+        run competes."""
+        vals = np.array([self.measured_run(r, budgets, reading) for r in run_ids])
+        k = np.isfinite(vals).sum(axis=0)
+        return np.where(k > 0, np.nansum(vals, axis=0) / np.maximum(k, 1), np.nan)
 
 
 def collect_runs(
@@ -253,7 +299,12 @@ def collect_runs(
         groups[key[0] if len(group) == 1 else key] = sorted(map(str, ids))
     if not groups:
         raise IsosimError("no n with at least one run")
-    return RunPoints(xy, groups, per_run["reach"].astype(float).to_dict(), cost.astype(float).to_dict())
+    series = {
+        str(r): (g[x].to_numpy(float), g[metric].to_numpy(float))
+        for r, g in data.sort_values([x, "step"], kind="stable").groupby("run_id", sort=True)
+    }
+    return RunPoints(xy, groups, {str(k): float(v) for k, v in per_run["reach"].items()},
+                     {str(k): float(v) for k, v in cost.items()}, series=series)
 
 
 def fit_per_n(

@@ -129,25 +129,41 @@ def save(fig: Figure, path: str | Path) -> list[Path]:
 
 
 def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) -> list[Path]:
-    """Reward vs compute per n: record-breaking points, fitted curves, and the frontier.
+    """Write :func:`frontier_figure` to ``path``."""
+    return save(frontier_figure(df, result), path)
+
+
+def frontier_figure(df: pd.DataFrame, result: dict[str, Any]) -> Figure:
+    """Reward vs compute per n: every evaluation (record-breaking points solid, the others, such as a
+    run's points after its peak, faded), the sigmoids on record-breaking points (thin, dashed where they
+    read above what was measured), each n's capped curve min(sigmoid, measured), and the frontier.
 
     ``result`` is an ``analysis.analyze`` result for ``df``. Points and curves are coloured by
     log2 n; the envelope is drawn in black with markers coloured by n*.
     """
     metric, x = result["metric"], result.get("x", "rollouts")
+    every = analysis.prepare(df, metric, x)
     pts = (analysis.record_breaking(df, metric, result.get("bin_width", 0.01), x)
-           if result.get("use_record_breaking", True) else analysis.prepare(df, metric, x))
+           if result.get("use_record_breaking", True) else every)
     n_values = [int(n) for n in result["n_values"]]
     cmap, norm = n_colors(n_values)
     fig, (ax,) = figure()
+    b_grid = np.asarray(result["budgets"], dtype=float)
+    capped = result.get("per_n_reward") or {}
     for n in n_values:
         color = cmap(norm(np.log2(n)))
+        e = every[(every["n"] == n) & (every[x] > 0)]
+        ax.scatter(e[x], e[metric], s=8, color=color, alpha=0.18, linewidths=0)  # every evaluation, faded
         p = pts[(pts["n"] == n) & (pts[x] > 0)]
         ax.scatter(p[x], p[metric], s=10, color=color, alpha=0.6, linewidths=0)
         info = result["per_n"][str(n)]
         lo = max(info.get("min_rollouts") or 0.0, float(result["budgets"][0]))
         c = np.geomspace(lo, max(info["max_rollouts"], lo * 1.0001), 200)
-        ax.plot(c, analysis.FitResult.from_dict(info).predict(c), color=color, lw=1.2)
+        ax.plot(c, analysis.FitResult.from_dict(info).predict(c), color=color, lw=0.8,
+                ls="--" if str(n) in capped else "-")
+        if str(n) in capped:
+            v = np.array([np.nan if w is None else w for w in capped[str(n)]], dtype=float)
+            ax.plot(b_grid, v, color=color, lw=1.6)
     b, r = np.asarray(result["budgets"]), np.asarray(result["reward"], dtype=float)
     if result.get("tol"):
         ax.fill_between(b, r - result["tol"], r, color="tab:orange", alpha=0.45, lw=0, zorder=2,
@@ -160,9 +176,12 @@ def plot_frontier(df: pd.DataFrame, result: dict[str, Any], path: str | Path) ->
     ax.set_xlabel(f"compute C ({x})")
     ax.set_ylabel(metric)
     ax.set_title("Compute-optimal frontier (markers coloured by n*)")
+    if capped:
+        ax.plot([], [], color="grey", lw=1.6, label="each n: min(sigmoid, measured)")
+        ax.plot([], [], color="grey", lw=0.8, ls="--", label="sigmoid on record-breaking points")
     ax.legend(loc="upper left")
     _n_colorbar(fig, ax, n_values)
-    return save(fig, path)
+    return fig
 
 
 def plot_n_star(result: dict[str, Any], path: str | Path) -> list[Path]:

@@ -11,8 +11,9 @@ import pandas as pd
 from isosim.errors import IsosimError
 from isosim.records import normalize
 
-REACH_RTOL = 0.01  # a run "reached" a budget if its last x >= budget * (1 - REACH_RTOL):
-# runs stop at whole steps, so a run planned for C often ends a fraction of a step short.
+REACH_RTOL = 0.01  # a run "reached" a budget if its last x >= budget * (1 - REACH_RTOL), or (for the
+# frontier, ``RunPoints.reaches``) if it stopped at most one update step short of it: runs stop at
+# whole steps, so a run planned for C often ends up to a step short (98,304 of 99,840 at 2,048 a step).
 
 
 # ----------------------------------------------------------------------------------------------
@@ -36,6 +37,28 @@ def prepare(df: pd.DataFrame, metric: str, x: str = "rollouts") -> pd.DataFrame:
     return data.reset_index(drop=True)
 
 
+def step_slack(data: pd.DataFrame, x: str) -> float:
+    """The largest update step (b_p * n) of the data when ``x`` is rollouts (else 0): how far past the
+    furthest x a budget may lie and still be reached by a run that stopped a step short."""
+    if x != "rollouts" or not {"n", "b_p"} <= set(data.columns):
+        return 0.0
+    cost = pd.to_numeric(data["n"], errors="coerce") * pd.to_numeric(data["b_p"], errors="coerce")
+    return float(cost.max()) if cost.notna().any() else 0.0
+
+
+def metric_scale(values: np.ndarray) -> float:
+    """The range a metric is read on: 1 for a share in [0, 1], 100 for a percentage in [0, 100],
+    else the spread of the values (a score of another unit); tolerances in units of a share are
+    multiplied by it."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v) or (v.min() >= -0.01 and v.max() <= 1.01):
+        return 1.0
+    if v.min() >= -1.0 and v.max() <= 101.0:
+        return 100.0
+    return float(np.ptp(v)) or 1.0
+
+
 def default_budgets(xs: np.ndarray, n_budgets: int) -> np.ndarray:
     """``n_budgets`` log-spaced budgets from the smallest positive to the largest ``x``."""
     pos = xs[xs > 0]
@@ -51,8 +74,9 @@ def default_budgets(xs: np.ndarray, n_budgets: int) -> np.ndarray:
     return grid
 
 
-def check_budgets(budgets: Sequence[float] | np.ndarray, xs: np.ndarray) -> np.ndarray:
-    """Budgets as a sorted float array, each inside the positive range of ``x``."""
+def check_budgets(budgets: Sequence[float] | np.ndarray, xs: np.ndarray, slack: float = 0.0) -> np.ndarray:
+    """Budgets as a sorted float array, each inside the positive range of ``x`` (up to ``slack`` past
+    its top: one update step, since runs stop at whole steps short of the budget they were planned for)."""
     b = np.sort(np.asarray(budgets, dtype=float).ravel())
     if len(b) == 0:
         raise IsosimError("the budget list is empty")
@@ -60,7 +84,7 @@ def check_budgets(budgets: Sequence[float] | np.ndarray, xs: np.ndarray) -> np.n
     if len(pos) == 0:
         raise IsosimError("no positive compute values: every row is at zero rollouts")
     lo, hi = float(pos.min()), float(pos.max())
-    bad = b[~np.isfinite(b) | (b < lo * (1 - REACH_RTOL)) | (b > hi * (1 + REACH_RTOL))]
+    bad = b[~np.isfinite(b) | (b < lo * (1 - REACH_RTOL)) | (b > max(hi * (1 + REACH_RTOL), hi + slack))]
     if len(bad):
         raise IsosimError(f"budget {bad[0]:g} is outside the data (compute spans {lo:g} to {hi:g})")
     return b

@@ -122,7 +122,7 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
 
     The result also holds ``split`` (n* per budget for best@k and worst@k, where those columns
     exist) and ``figures`` (paths written). ``tol`` is the tie tolerance (default
-    ``analysis.DEFAULT_TOL``, half a point of the metric). Rows left out by :func:`clean_records`
+    ``analysis.DEFAULT_TOL`` times the metric's range: half a point of it). Rows left out by :func:`clean_records`
     are named in ``input_notes`` (printed by :func:`print_summary`).
     """
     from isosim.frontier import analysis
@@ -130,7 +130,6 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
     metric = metric_column(metric)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tol = analysis.DEFAULT_TOL if tol is None else tol
     df = records.normalize(df, source="records")
     df, input_notes = clean_records(df, metric)
     if not len(df):
@@ -184,7 +183,7 @@ def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, 
 
 def _fit_line(name: str, fit: dict[str, Any], ci_label: str, ci_note: str = "") -> str:
     if fit.get("n_sat") is None:
-        return f"{name}: none (no budget shows learning beyond the seed noise)"
+        return f"{name}: none ({fit.get('reason') or 'no budget shows learning beyond the seed noise'})"
     ci = fit.get("n_sat_ci")
     ci_txt = f" ({ci_label} {ci[0]:.0f}-{ci[1]:.0f}{ci_note})" if ci else ""
     sat = (", not saturated: sits at the smallest n tried" if fit.get("at_floor")

@@ -13,9 +13,6 @@ from isosim.frontier.fits import (
     FitResult,
     RunPoints,
 )
-from isosim.frontier.points import (
-    REACH_RTOL,
-)
 
 # ----------------------------------------------------------------------------------------------
 # 5. analyze: frontier + n* fit + bootstrap over runs
@@ -92,7 +89,7 @@ def learning_budgets(data: pd.DataFrame, metric: str, x: str, budgets: np.ndarra
             g = g.sort_values(x)
             xv, yv = g[x].to_numpy(float), g[metric].to_numpy(float)
             v = np.interp(budgets, xv, yv) - float(first[rid])
-            v[(budgets > xv.max() * (1 + REACH_RTOL)) | (budgets < runs.step_cost[str(rid)] * (1 - REACH_RTOL))] = np.nan
+            v[~runs.reaches(str(rid), budgets)] = np.nan  # stopped more than one step short, or a step costs more
             gains.append(v)
         if not gains:
             continue

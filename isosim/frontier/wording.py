@@ -47,7 +47,7 @@ def prediction_lines(entry: dict[str, Any]) -> list[str]:
         line += "; no learning beyond the seed noise at C"
     lines = [line]
     if entry.get("n_sat") is None:
-        lines.append("n_sat: none (no budget shows learning beyond the seed noise)")
+        lines.append(f"n_sat: none ({entry.get('n_sat_reason') or 'no budget shows learning beyond the seed noise'})")
     else:
         ci = entry.get("n_sat_ci")
         txt = f"n_sat: {entry['n_sat']:.1f}"

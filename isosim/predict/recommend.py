@@ -4,11 +4,11 @@
 budget, reads ``n*`` at that budget with the frontier analysis, and fills in the rest the way
 the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 
-1. ``n``: the simulated compute-optimal n at the budget; where several n tie within
-   ``NEAR_TIE`` (near saturation), the smallest of them (capped by the hardware batch).
-2. ``B_p``: a moderate value; B_p matters little between 32 and 1024, too small a B_p
-   destabilises hard sets, so take the largest power of two in [32, 256] that leaves at least
-   ``MIN_STEPS`` sequential updates and fits ``b_max`` and the data set.
+1. ``n`` and ``B_p``: a grid of n from 2 to 2048 (powers of two) at B_p 32 and 128 (8 added for a small
+   max batch) is simulated; each cell's value at the budget is read on the capped frontier (never above
+   what its runs reached), and one criterion picks: the tie band is every cell within 2 standard errors
+   of the best, the pick the smallest n in it at its best B_p (:mod:`isosim.predict.choice`).
+2. (``B_p`` is the pick's.)
 3. ``M``: the rest of the budget, ``floor(C / (B_p * n))``.
 4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (square-root scaling from the paper's base).
 5. KL and entropy: what the prediction was simulated with (``recipe``, with the SimConfig
@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from isosim.errors import IsosimError
+from isosim.predict import choice
 from isosim.sim.presets import hard_share
 
-MIN_STEPS = 100
-B_P_CHOICES = (256, 128, 64, 32)
 BASE_LR, B_REF = 1e-6, 1024
-NEAR_TIE = 0.005  # rewards closer than this (half a point of pass rate) count as a tie
+MAX_BUDGET = 1e13
+"""larger budgets are refused: 1e13 rollouts is a million times the paper's largest sweep (at 10,000
+rollouts a second, 30 years of sampling)"""
 SIM_BUDGET_CAP = 1e7
 """largest budget simulated (the paper's full sweep; a sweep to it takes about 25 s on one core)"""
 
@@ -103,6 +104,15 @@ class Recommendation:
     allocation: dict = field(default_factory=dict)
     """whether per-problem allocation is predicted to pay here (:func:`isosim.predict.allocation.advice`;
     empty when not asked)"""
+    tie_band: list = field(default_factory=list)
+    """the cells (``n``, ``b_p``, ``expected_regret``) within 2 se of the best cell at the budget"""
+    band_se: float | None = None
+    """standard error of the difference of two seed means (sqrt(2) x noise_se): the unit of the band
+    and of every ``+-``; it covers seed noise only, not the simulator's error against a real learner"""
+    grid: dict = field(default_factory=dict)
+    """the simulated grid: ``n_values``, ``b_p_values``, ``n_floor``, ``n_ceiling``, ``cells`` and ``text``"""
+    n_matters: dict = field(default_factory=dict)
+    """does n matter at this budget (:func:`isosim.predict.choice.matters_line`) and the regime"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,28 +136,6 @@ def cache_dir() -> Path:
     return Path(root) / "recommend"
 
 
-def smallest_near_optimal_n(result: dict[str, Any]) -> tuple[int, int, float]:
-    """(chosen n, argmax n, chosen minus best reward) at the largest budget of an analysis.
-
-    Near the saturation point the fitted curves of many n end within noise of each other; the
-    argmax among them is a coin toss that can land on the largest n. Take instead the smallest n
-    whose fitted reward at the budget is within ``NEAR_TIE`` of the best: same reward, more steps.
-    """
-    from isosim.frontier.analysis import FitResult
-
-    budget = float(result["budgets"][-1])
-    best_n = int(result["n_star"][-1])
-    rewards = {}
-    for key, d in result["per_n"].items():
-        if float(d["max_rollouts"]) >= budget * 0.99 and float(d["min_rollouts"]) <= budget:
-            rewards[int(key)] = float(FitResult.from_dict(d).predict(budget))
-    if best_n not in rewards:
-        return best_n, best_n, 0.0
-    top = rewards[best_n]
-    n = min(k for k, r in rewards.items() if r >= top - NEAR_TIE)
-    return n, best_n, rewards[n] - top
-
-
 def saturated_by(result: dict[str, Any], budget: float) -> bool | None:
     """Whether the fitted n*(C) reached its plateau a decade before ``budget``: n*(C / 10) within
     half an octave of n_sat, and the fit saturated. Otherwise the fitted n_sat is only where the
@@ -167,7 +155,7 @@ def saturated_by(result: dict[str, Any], budget: float) -> bool | None:
 def _n_sat_text(result: dict[str, Any]) -> str:
     fit = result["fit"]
     if fit["n_sat"] is None:
-        return "no simulated budget shows learning beyond the noise, so there is no fitted saturation n_sat"
+        return f"no fitted saturation n_sat ({fit.get('reason') or 'no simulated budget shows learning beyond the noise'})"
     budget = float(result["budgets"][-1])
     if not saturated_by(result, budget):
         return (f"n* is not saturated by C = {budget:.3g} (no plateau inside the simulated grid a decade before "
@@ -183,20 +171,10 @@ def _n_sat_text(result: dict[str, Any]) -> str:
     return txt
 
 
-def choose_b_p(n: int, budget: float, b_max: int, problems: int | None) -> tuple[int, str]:
-    """A moderate B_p leaving at least MIN_STEPS updates (the paper's finding 5)."""
-    limit = problems if problems is not None else math.inf
-    for b_p in B_P_CHOICES:
-        if b_p * n <= b_max and b_p <= limit and budget // (b_p * n) >= MIN_STEPS:
-            return b_p, (f"B_p matters little in 32-1024 (paper: 1.9-2.2% spread vs 3.8-9.2% over n); "
-                         f"{b_p} is the largest of {list(B_P_CHOICES)} that fits B_max and leaves >= {MIN_STEPS} steps")
-    fits = [b for b in sorted(B_P_CHOICES) if b * n <= b_max and b <= limit]
-    b_p = fits[0] if fits else max(1, min(int(limit), b_max // n))
-    return b_p, (f"the budget allows fewer than {MIN_STEPS} steps at any B_p in {list(B_P_CHOICES)}; "
-                 f"the smallest that fits ({b_p}) keeps the most sequential updates")
-
-
-PRESIMULATED_PRESETS = ("easy", "hard", "very-easy", "extreme")
+PRESIMULATED_PRESETS = ("easy", "hard")
+"""the presets whose sweep to the cap ships: the (n, B_p) grid from n = 2 takes ~5x the update steps
+of the old grid from n = 8 (n = 2 at B_p 32 alone is 156,000 steps to 1e7), so very-easy and extreme
+simulate theirs on first use of a budget at or past the cap, then read it from the cache"""
 PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
 """the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
 them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
@@ -205,8 +183,9 @@ past the cap is answered in seconds on a fresh install"""
 
 def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = None, b_max: int = 65536,
                problems: int | None = None, quick: bool = False, seeds: int = 2) -> tuple[Any, dict[str, Any]]:
-    """The Q1 sweep plan ``recommend`` simulates for these settings (to the budget, at most
-    ``SIM_BUDGET_CAP``), and the preset's settings with the overrides applied."""
+    """The sweep plan ``recommend`` simulates for these settings (the (n, B_p) grid of
+    :func:`isosim.predict.choice.sim_grid` to the budget, at most ``SIM_BUDGET_CAP``), and the preset's
+    settings with the overrides applied."""
     from isosim.sim.presets import get_preset
     from isosim.sweeps import sweep
 
@@ -219,33 +198,44 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
     if problems is not None:
         overrides["n_train"] = int(max(problems, 32))
     settings = {**get_preset(preset), **overrides}
-    plan = sweep.plan_for_preset(preset, "q1", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
-                                 b_max=b_max, **overrides)
+    ns, bps = choice.sim_grid(b_max, quick)
+    plan = sweep.plan_for_preset(preset, "q3", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
+                                 n_values=ns, b_p_values=bps, b_max=b_max, **overrides)
     return plan, settings
+
+
+def check_request(budget: float, b_max: int, problems: int | None, quick: bool = False) -> None:
+    """Refuse in one sentence what no simulated cell can answer: a budget that is not a positive number,
+    an implausible one (``MAX_BUDGET``), a max batch below the smallest step simulated, a budget below it."""
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
+        raise IsosimError(f"budget must be a positive number of rollouts (got {budget!r})")
+    if budget > MAX_BUDGET:
+        raise IsosimError(f"budget {budget:.3g} rollouts is beyond any plausible run (at most {MAX_BUDGET:.0e}: "
+                          f"a million times the paper's largest sweep, 30 years at 10,000 rollouts a second); "
+                          "is it in rollouts (not tokens)?")
+    if b_max < 1:
+        raise IsosimError(f"max batch must be >= 1 (got {b_max})")
+    if problems is not None and problems < 1:
+        raise IsosimError(f"problems must be >= 1 (got {problems})")
+    ns, bps = choice.sim_grid(b_max, quick)
+    smallest = min(bps) * min(ns)
+    if smallest > b_max:
+        raise IsosimError(f"max batch {b_max} rollouts a step is below the smallest step recommend simulates "
+                          f"(B_p {min(bps)} x n {min(ns)} = {smallest}); raise --max-batch")
+    if budget < smallest:
+        raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation simulated "
+                          f"(B_p {min(bps)} x n {min(ns)} = {smallest})")
 
 
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
               progress: bool = False, allocation: bool = True) -> Recommendation:
-    """Simulate the Q1 sweep for this profile up to ``budget`` and derive the allocation; with
+    """Simulate the (n, B_p) grid for this profile up to ``budget`` and derive the allocation; with
     ``allocation``, also whether a per-problem allocation rule is predicted to pay (at the
     recommended n and B_p: :func:`isosim.predict.allocation.advice`)."""
-    from isosim.frontier import analysis
     from isosim.sweeps import sweep
 
-    if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
-        raise IsosimError(f"budget must be a positive number of rollouts (got {budget!r})")
-    if b_max < 1:
-        raise IsosimError(f"max batch must be >= 1 (got {b_max})")
-    if problems is not None and problems < 1:
-        raise IsosimError(f"problems must be >= 1 (got {problems})")
-    smallest_step = min(B_P_CHOICES) * 4
-    if min(B_P_CHOICES) > b_max:
-        raise IsosimError(f"max batch {b_max} is smaller than the smallest B_p ({min(B_P_CHOICES)}) "
-                          "the recipe uses; raise --max-batch")
-    if budget < smallest_step:
-        raise IsosimError(f"budget {budget:g} rollouts is below one step of the smallest allocation "
-                          f"(B_p {min(B_P_CHOICES)} x n 4 = {smallest_step})")
+    check_request(budget, b_max, problems, quick)
     name = preset or "easy"
     plan, settings = sweep_plan(budget, preset=name, profile=profile, b_max=b_max, problems=problems, quick=quick,
                                 seeds=seeds)
@@ -258,26 +248,36 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         shutil.copytree(shipped, store, dirs_exist_ok=True)
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
     df = sweep.run_sweep(plan, store, progress=progress, wait=True)
+    n_boot = 10 if quick else 100
     if progress:
         from rich.console import Console
 
         with Console(stderr=True).status("fitting the frontier of the simulated sweep"):
-            result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
+            read = choice.read_grid(df, metric, n_boot)
     else:
-        result = analysis.analyze(df, metric=metric, n_boot=10 if quick else 100, seed=0, tol=NEAR_TIE)
-    top = float(result["budgets"][-1])
-    n, best_n, gap = smallest_near_optimal_n(result)
-    sure = certainty(result, n, seeds)
-    reasons = {"n": (f"simulated compute-optimal n at {_read_at(budget, top, sim_budget)} is {best_n} "
-                     f"({metric}); the smallest n within {NEAR_TIE:g} of it ({gap:+.4f}) is {n}, "
-                     f"which leaves the most steps; " + _n_sat_text(result))}
-    if n * min(B_P_CHOICES) > b_max:
-        n = max(1, b_max // min(B_P_CHOICES))
-        reasons["n"] += f"; capped to {n} so that B_p * n fits the max batch {b_max}"
-    b_p, reasons["b_p"] = choose_b_p(n, budget, b_max, problems)
+        read = choice.read_grid(df, metric, n_boot)
+    top = read["top"]
+    sure = certainty(read, seeds)
+    n, b_p = sure.pop("pick")
+    result = read["analyses"][b_p]
+    best_n, best_b_p = sure.pop("best")
+    ns, bps = choice.sim_grid(b_max, quick)
+    grid = {"n_values": sorted({c.n for c in plan.cells}), "b_p_values": sorted({c.b_p for c in plan.cells}),
+            "n_floor": min(ns), "n_ceiling": max(ns), "cells": sorted(read["cells"]),
+            "text": choice.grid_text(ns, sorted({c.b_p for c in plan.cells}), sorted(read["cells"]))}
+    band_n = sorted({c["n"] for c in sure["tie_band"]})
+    if sure["expected_regret"] is None:
+        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}: {sure['regret_reason']}; the smallest n "
+                 f"competing, {n}, leaves the most steps; ")
+    else:
+        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}, the best cell is n = {best_n} at B_p "
+                 f"{best_b_p} ({metric}, each n's fitted curve capped by its measured best); the tie band "
+                 f"(within {choice.Z_BAND:g} se of it) holds n in {choice.set_text(band_n)}; its smallest n, "
+                 f"{n}, leaves the most steps; ")
+    reasons = {"n": why_n + _n_sat_text(result),
+               "b_p": (f"the best B_p simulated for n = {n} (B_p in {choice.set_text(grid['b_p_values'])} were "
+                       f"simulated, each with B_p x n <= max batch {b_max})")}
     m = int(budget // (b_p * n))
-    if m < 1:
-        raise IsosimError(f"budget {budget:g} is below one step at n = {n}, B_p = {b_p}")
     reasons["m"] = f"the rest of the budget goes to sequential steps: floor({budget:g} / ({b_p} x {n})) = {m}"
     lr = BASE_LR * math.sqrt(b_p * n / B_REF)
     reasons["lr"] = f"square-root scaling: 1e-6 * sqrt({b_p * n} / 1024) (linear was unstable at B = 8192)"
@@ -295,13 +295,24 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
     fit_upper = None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"])
     saturated = saturated_by(result, top)
     if fit_upper is None:
-        n_sat_reason = "no learning simulated: no simulated budget gains beyond the seed noise"
+        n_sat_reason = ("no n*(C) fit: " + "; ".join(w for w in result["warnings"] if "distinct n" in w)
+                        if any("distinct n" in w for w in result["warnings"]) else
+                        "no learning simulated: no simulated budget gains beyond the seed noise")
     elif not saturated:
         n_sat_reason = (f"not saturated by C = {top:.3g}: n* reached no plateau inside the simulated grid a decade "
                         f"before it (the fitted upper level {fit_upper:.0f} is where the grid stops, not a "
                         "saturation point)")
     else:
         n_sat_reason = None
+    if sure["expected_regret"] is not None:
+        reg = choice.regime(result["budgets"], result["n_star"], result.get("learning"))
+        matters = choice.matters_line(choice.per_n_regret(sure.pop("regret")), band_n, sure["band_se"], top,
+                                      reg["text"], "This is the simulator's view (uncalibrated unless said), "
+                                      "not a measurement.")
+        matters["regime"] = reg
+    else:
+        sure.pop("regret", None)
+        matters = {}
     alloc = {}
     if allocation:
         from isosim.predict import allocation as A
@@ -320,7 +331,7 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         saturated_by_budget=saturated, **sure,
         calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
         n_sat_reason=n_sat_reason, fitted_upper_n=fit_upper, simulated_budget=sim_budget,
-        allocation=alloc,
+        allocation=alloc, grid=grid, n_matters=matters,
     )
 
 
@@ -337,42 +348,42 @@ def _read_at(budget: float, top: float, sim_budget: float) -> str:
         return (f"C = {_short(top)} rollouts (not at the budget asked, C = {budget:.3g}: the simulated sweep stops "
                 f"at {_short(SIM_BUDGET_CAP)}, beyond which a sweep would take hours)")
     if top < 0.95 * budget:
-        return (f"C = {top:.3g} rollouts (the largest simulated budget every n reaches in whole steps; "
-                f"the budget asked is {budget:.3g})")
+        return (f"C = {top:.3g} rollouts (the furthest a simulated run reached in whole steps; runs that stopped "
+                f"within one step of it compete there; the budget asked is {budget:.3g})")
     return f"C = {budget:.3g} rollouts"
 
 
-def certainty(result: dict[str, Any], n: int, seeds: int) -> dict[str, Any]:
-    """How sure the simulated answer is at the top budget: the bootstrap interval of n*, the
-    expected regret of ``n`` (frontier minus its fitted reward) and the n it cannot tell from ``n``
-    (fitted rewards within 2 standard errors of a seed mean). Without learning at the top budget, or
-    with a single n simulated to it, there is no regret to state: ``regret_reason`` says which."""
-    from isosim.frontier.analysis import FitResult
-
-    budget = float(result["budgets"][-1])
-    rewards = {}
-    for key, d in result["per_n"].items():
-        if float(d["max_rollouts"]) >= budget * 0.99 and float(d["min_rollouts"]) <= budget:
-            rewards[int(key)] = float(FitResult.from_dict(d).predict(budget))
+def certainty(read: dict[str, Any], seeds: int) -> dict[str, Any]:
+    """The pick and how sure it is at the top budget, from :func:`isosim.predict.choice.read_grid`:
+    the tie band and the pick by one criterion (:func:`isosim.predict.choice.pick_cell`), the pick's
+    expected regret (best cell minus its own, never negative), the n of the band, the bootstrap
+    interval of n* at the pick's B_p. Without learning at the top budget, or with a single cell, there
+    is no regret to state: ``regret_reason`` says which (the pick is then the smallest n competing)."""
+    cells = read["cells"]
+    top = float(read["top"])
+    se = float(read.get("noise") or 0.0) / math.sqrt(max(seeds, 1))
+    se_diff = math.sqrt(2.0) * se
+    got = choice.pick_cell(cells, se_diff)
+    b_p = got["pick"][1]
+    result = read["analyses"][b_p]
     band = result.get("n_star_band")
     interval = None if not band else [float(band["lo"][-1]), float(band["hi"][-1])]
-    se = float(result.get("noise") or 0.0) / math.sqrt(max(seeds, 1))
+    tie = [{"n": n, "b_p": bp, "expected_regret": got["regret"][(n, bp)]} for n, bp in got["band"]]
+    base = {"pick": got["pick"], "best": got["best"], "noise_se": se, "band_se": se_diff, "tie_band": tie,
+            "regret": got["regret"]}
     learning = result.get("learning")
     if learning is not None and not learning[-1]:
-        return {"n_interval": None, "expected_regret": None, "noise_se": se, "indistinguishable": [],
-                "regret_reason": (f"no learning simulated by C = {budget:.3g} (no n gains beyond the seed noise), "
-                                  "so the choice of n has no simulated cost to measure")}
-    if len(rewards) < 2:
-        only = ", ".join(map(str, sorted(rewards))) or "none"
-        return {"n_interval": None, "expected_regret": None, "noise_se": se, "indistinguishable": [],
-                "regret_reason": f"only n = {only} was simulated to C = {budget:.3g}: nothing to compare it with"}
-    if n not in rewards:
-        return {"n_interval": interval, "expected_regret": None, "noise_se": se, "indistinguishable": [],
-                "regret_reason": f"n = {n} was not simulated to C = {budget:.3g}"}
-    regret = max(rewards.values()) - rewards[n]
-    close = sorted(k for k, r in rewards.items() if k != n and abs(r - rewards[n]) <= 2 * se)
-    return {"n_interval": interval, "expected_regret": float(regret), "noise_se": se, "indistinguishable": close,
-            "regret_reason": None}
+        smallest = min(cells, key=lambda c: (c[0], -cells[c]))
+        return {**base, "pick": smallest, "n_interval": None, "expected_regret": None, "indistinguishable": [],
+                "tie_band": [], "regret_reason": (f"no learning simulated by C = {top:.3g} (no n gains beyond the "
+                                                  "seed noise), so the choice of n has no simulated cost to measure")}
+    if len(cells) < 2:
+        only = ", ".join(f"n = {n} at B_p {bp}" for n, bp in cells)
+        return {**base, "n_interval": None, "expected_regret": None, "indistinguishable": [], "tie_band": [],
+                "regret_reason": f"only {only} was simulated to C = {top:.3g}: nothing to compare it with"}
+    close = sorted({n for n, _ in got["band"] if n != got["pick"][0]})
+    return {**base, "n_interval": interval, "expected_regret": float(got["regret"][got["pick"]]),
+            "indistinguishable": close, "regret_reason": None}
 
 
 def _calibration(profile: str | None) -> dict[str, Any] | None:
@@ -444,16 +455,24 @@ def certainty_lines(r: Recommendation) -> list[str]:
     else:
         ci = f" ({r.n_sat_ci[0]:.0f}-{r.n_sat_ci[1]:.0f})" if r.n_sat_ci else ""
         lines.append(f"predicted n_sat = {r.n_sat:.0f}{ci}")
+    if r.grid:
+        lines.append(f"grid: {r.grid['text']}")
     if r.n_interval:
-        lines.append(f"n* at C over the simulated seeds' bootstrap: {r.n_interval[0]:.0f}-{r.n_interval[1]:.0f}")
+        lines.append(f"n* at C over the simulated seeds' bootstrap (at B_p {r.b_p}): "
+                     f"{r.n_interval[0]:.0f} to {r.n_interval[1]:.0f}")
     if r.expected_regret is not None:
-        lines.append(f"expected regret of n = {r.n}: {r.expected_regret:.4f} {r.metric} below the simulated "
-                     f"frontier (seed noise of a mean: {r.noise_se:.4f})")
+        lines.append(f"expected regret of n = {r.n} at B_p {r.b_p}: {r.expected_regret:.4f} {r.metric} below the best "
+                     f"simulated cell (se {r.band_se:.4f}: seed noise of a difference of two seed means only, "
+                     "not the simulator's error against a real learner)")
     elif r.regret_reason:
         lines.append(f"expected regret: none to state ({r.regret_reason})")
-    if r.indistinguishable:
-        lines.append(f"cannot tell n = {r.n} from n = {', '.join(map(str, r.indistinguishable))} (simulated rewards "
-                     f"within 2 x {r.noise_se:.4f}): any of them is as good by this prediction")
+    if r.tie_band:
+        cells = ", ".join(f"n {c['n']} B_p {c['b_p']} ({c['expected_regret']:.4f})" for c in r.tie_band)
+        lines.append(f"tie band: n in {choice.set_text([c['n'] for c in r.tie_band])}, the cells within "
+                     f"{choice.Z_BAND:g} x {r.band_se:.4f} of the best ({cells}): any of them is as good by this "
+                     "prediction; the pick is the smallest n")
+    if r.n_matters:
+        lines.append(r.n_matters["line"])
     if r.calibrated:
         c = r.calibrated
         lines.append(f"calibrated: dynamics fitted to real runs {c.get('runs')} (n {c.get('n_values')}, records "

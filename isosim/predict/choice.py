@@ -1,0 +1,219 @@
+"""How ``isosim recommend`` reads its simulated grid: every (n, B_p) cell's value at the budget on the
+capped frontier, one criterion for the pick and the tie band, and whether n matters at all.
+
+The grid (:func:`sim_grid`): n in powers of two from ``N_FLOOR`` to ``N_CEIL``, B_p in ``SIM_B_P``
+(with ``SMALL_B_P`` added where the hardware batch leaves fewer than three n at the smallest of them),
+each cell with B_p * n within the max batch. Each B_p's runs are read by the frontier analysis
+(:func:`isosim.frontier.analysis.analyze`): each n's sigmoid capped by its measured best up to the
+budget, so a cell's value is never above what its runs reached.
+
+One criterion (:func:`pick_cell`): the tie band is every cell whose value is within ``Z_BAND``
+standard errors of the best cell's, the standard error being that of the difference of two seed
+means (sqrt(2) x run-to-run sd / sqrt(seeds)); the pick is the smallest n in the band (the most
+sequential updates for the same value), at its best B_p. Its expected regret is the best value minus
+its own: never negative, at most ``Z_BAND`` se. The se covers seed noise only, not the simulator's
+error against a real learner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from isosim.errors import IsosimError
+
+N_FLOOR, N_CEIL = 2, 2048
+"""the smallest and largest n simulated (powers of two between): n outside cannot be picked"""
+SIM_B_P = (32, 128)
+"""B_p simulated (the paper: B_p matters little from 32 up; both are simulated and compared)"""
+SMALL_B_P = 8
+"""added to the B_p simulated where the max batch leaves fewer than three n at B_p 32 (below 256)"""
+QUICK_N, QUICK_B_P = (2, 8, 32), (8, 32)
+"""the grid of ``--quick`` (seconds)"""
+Z_BAND = 2.0
+"""the tie band: cells within this many standard errors (of a difference of seed means) of the best"""
+
+
+def sim_grid(b_max: int, quick: bool = False) -> tuple[list[int], list[int]]:
+    """(n values, B_p values) simulated for a max batch ``b_max``; cells over it are dropped by the plan."""
+    if quick:
+        return list(QUICK_N), list(QUICK_B_P)
+    ns = [2**k for k in range(int(math.log2(N_FLOOR)), int(math.log2(N_CEIL)) + 1)]
+    bps = list(SIM_B_P)
+    if sum(SIM_B_P[0] * n <= b_max for n in ns) < 3:
+        bps = [SMALL_B_P] + bps
+    return ns, bps
+
+
+def grid_text(ns: list[int], bps: list[int], cells: list[tuple[int, int]]) -> str:
+    """The grid in words: its floor and ceiling of n and the B_p simulated."""
+    got = sorted({n for n, _ in cells})
+    txt = (f"n simulated: powers of two from {min(ns)} (the floor) to {max(ns)} (the ceiling); no n outside can be "
+           f"picked; B_p simulated: {', '.join(map(str, bps))}")
+    if got and (min(got) > min(ns) or max(got) < max(ns)):
+        txt += f"; n competing at the budget: {min(got)} to {max(got)} (the others do not fit the max batch or the budget)"
+    return txt
+
+
+def read_grid(df: pd.DataFrame, metric: str, n_boot: int, seed: int = 0) -> dict[str, Any]:
+    """Each B_p's frontier analysis on one budget grid ending where the runs stopped, and every cell's
+    value (capped frontier reading) at that top budget."""
+    from isosim.frontier import analysis
+
+    top = float(pd.to_numeric(df["rollouts"], errors="coerce").max())
+    analyses: dict[int, dict[str, Any]] = {}
+    skipped: dict[int, str] = {}
+    for b_p, g in df.groupby("b_p"):
+        pos = pd.to_numeric(g["rollouts"], errors="coerce")
+        lo = float(pos[pos > 0].min())
+        grid = np.geomspace(lo, top, 25) if lo < top else np.array([top])
+        try:
+            analyses[int(b_p)] = analysis.analyze(g, metric=metric, budgets=grid, n_boot=n_boot, seed=seed)
+        except IsosimError as exc:  # e.g. no n of this B_p reaches the top budget within a step
+            skipped[int(b_p)] = str(exc)
+    if not analyses:
+        raise IsosimError("no B_p simulated reaches the budget: " + "; ".join(skipped.values()))
+    cells: dict[tuple[int, int], float] = {}
+    for b_p, res in analyses.items():
+        for key, vals in res["per_n_reward"].items():
+            v = vals[-1]
+            if v is not None and math.isfinite(v):
+                cells[(int(key), b_p)] = float(v)
+    noises = [float(r.get("noise") or 0.0) for r in analyses.values()]
+    return {"top": top, "analyses": analyses, "cells": cells, "skipped": skipped,
+            "noise": float(math.sqrt(np.mean(np.square(noises)))) if noises else 0.0}
+
+
+def pick_cell(cells: dict[tuple[int, int], float], se_diff: float) -> dict[str, Any]:
+    """The pick and the tie band by one criterion (see the module docstring). ``cells``: (n, B_p) ->
+    value at the budget; ``se_diff``: the standard error of a difference of two seed means."""
+    if not cells:
+        raise IsosimError("no simulated cell reaches the budget")
+    best_cell = max(cells, key=lambda c: (cells[c], -c[0], -c[1]))
+    best = cells[best_cell]
+    margin = Z_BAND * se_diff + 1e-12
+    band = sorted(c for c, v in cells.items() if best - v <= margin)
+    n_pick = min(n for n, _ in band)
+    pick = max((c for c in band if c[0] == n_pick), key=lambda c: cells[c])
+    regret = {c: max(0.0, best - v) for c, v in cells.items()}
+    return {"pick": pick, "best": best_cell, "band": band, "regret": regret, "margin": margin}
+
+
+def per_n_regret(regret: dict[tuple[int, int], float]) -> dict[int, float]:
+    """Each n's expected regret at its best B_p."""
+    out: dict[int, float] = {}
+    for (n, _), r in regret.items():
+        out[n] = min(out.get(n, math.inf), r)
+    return dict(sorted(out.items()))
+
+
+def set_text(values: list[int]) -> str:
+    """A set of n as a set, never as a range: ``{2, 16}``."""
+    return "{" + ", ".join(str(int(v)) for v in sorted(set(values))) + "}"
+
+
+def regime(budgets: list[float], n_star: list[int], learning: list[bool] | None) -> dict[str, Any]:
+    """Which regime n*(C) shows over the last decade of budgets: ``rising`` (n* at C at least one
+    octave above n* a decade before), ``saturated low`` (n* at C at most 8 and not rising),
+    ``saturated`` (not rising, n* above 8) or ``no learning``."""
+    b = np.asarray(budgets, dtype=float)
+    if learning is not None and not learning[-1]:
+        return {"regime": "no learning", "text": f"no learning by C = {b[-1]:.3g}: the choice of n cannot show"}
+    i = int(np.searchsorted(b, b[-1] / 10.0))
+    i = min(i, len(b) - 1)
+    lo, hi = int(n_star[i]), int(n_star[-1])
+    octaves = math.log2(hi / lo)
+    if octaves >= 1:
+        name = "rising"
+        txt = f"n* rising with budget (n* {lo} at {b[i]:.3g}, {hi} at {b[-1]:.3g}: {octaves:+.0f} octaves)"
+    else:
+        name = "saturated low" if hi <= 8 else "saturated"
+        txt = (f"n* not rising ({name}: n* {lo} at {b[i]:.3g}, {hi} at {b[-1]:.3g})")
+    return {"regime": name, "text": txt, "n_before": lo, "n_at": hi, "budget_before": float(b[i])}
+
+
+def matters_line(regret_n: dict[int, float], band_n: list[int], se_diff: float, budget: float,
+                 regime_text: str, source: str) -> dict[str, Any]:
+    """"Does n matter here?" in one line: the worst n in the tie band and the worst n of the grid
+    against the noise, and the regime the evidence points to. ``source`` names whose view it is."""
+    se = se_diff if se_diff > 0 else float("nan")
+    in_band = {n: r for n, r in regret_n.items() if n in band_n}
+    worst_in = max(in_band, key=in_band.get) if in_band else None
+    worst_all = max(regret_n, key=regret_n.get)
+    matters = regret_n[worst_all] > Z_BAND * se_diff + 1e-12
+    parts = []
+    if matters:
+        parts.append(f"yes: n = {worst_all} loses {regret_n[worst_all]:.4f} ({regret_n[worst_all] / se:.1f} se)")
+    else:
+        parts.append(f"little: every n compared is within {Z_BAND:g} se of the best (worst n = {worst_all}, "
+                     f"{regret_n[worst_all]:.4f}, {regret_n[worst_all] / se:.1f} se)")
+    if worst_in is not None and matters:
+        parts.append(f"inside the tie band {set_text(band_n)} the worst, n = {worst_in}, loses "
+                     f"{in_band[worst_in]:.4f} ({in_band[worst_in] / se:.1f} se)")
+    line = (f"does n matter at C = {budget:.3g}? " + "; ".join(parts) + f" (se {se_diff:.4f}, seed noise only). "
+            f"Regime: {regime_text}. {source}")
+    return {"matters": bool(matters), "worst_n": int(worst_all), "worst_regret": float(regret_n[worst_all]),
+            "worst_in_band": None if worst_in is None else int(worst_in),
+            "worst_in_band_regret": None if worst_in is None else float(in_band[worst_in]),
+            "se": float(se_diff), "line": line}
+
+
+def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str = "best") -> dict[str, Any]:
+    """The regime the cheap runs themselves show: their measured leader (seed mean, ``reading``) a decade
+    before the end of the cheap part and at its end; n* rising if the leader moved up at least one octave."""
+    def value(curve: list, c: float) -> float:
+        pts = [(r, v) for r, v in curve if r > 0 and math.isfinite(v)]
+        if not pts or pts[0][0] > c * (1 + 1e-9):
+            return float("nan")
+        x = np.log([p[0] for p in pts])
+        y = np.array([p[1] for p in pts])
+        v = float(np.interp(math.log(c), x, y))
+        if reading == "best":
+            v = max([v] + [p[1] for p in pts if p[0] <= c * (1 + 1e-9)])
+        return v
+
+    ns = sorted(set.intersection(*(set(r) for r in by_seed.values())))
+    lead = {}
+    for c in (cheap / 10.0, cheap):
+        means = {n: np.nanmean([value(by_seed[s][n], c) for s in by_seed]) for n in ns}
+        means = {n: v for n, v in means.items() if math.isfinite(v)}
+        lead[c] = max(means, key=lambda n: (means[n], -n)) if means else None
+    lo, hi = lead[cheap / 10.0], lead[cheap]
+    if lo is None or hi is None:
+        return {"regime": "unknown", "text": "the cheap runs are too short to show a regime"}
+    octaves = math.log2(hi / lo)
+    name = "rising" if octaves >= 1 else ("saturated low" if hi <= 8 else "saturated")
+    verb = "moved up" if octaves >= 1 else ("moved down" if octaves <= -1 else "stayed")
+    return {"regime": name, "n_before": int(lo), "n_at": int(hi),
+            "text": (f"{'n* rising with budget' if name == 'rising' else 'no sign of n* rising (' + name + ')'}: "
+                     f"the cheap runs' measured leader {verb} from n = {lo} at {cheap / 10:.3g} to n = {hi} at "
+                     f"{cheap:.3g} rollouts")}
+
+
+def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
+    """"Does n matter here?" for ``recommend --runs``: each n's expected regret against its own se."""
+    regret = {int(n): float(v["expected_regret"]) for n, v in out["n"].items()}
+    se = {int(n): float(v["expected_regret_se"]) for n, v in out["n"].items()}
+    band = [int(n) for n in out["tie_band"]]
+    z = {n: (regret[n] / se[n] if se[n] > 0 else float("inf") if regret[n] > 0 else 0.0) for n in regret}
+    worst_all = max(regret, key=lambda n: (regret[n], n))
+    outside = [n for n in regret if n not in band]
+    in_band = [n for n in band if n != out["pick"]]
+    worst_in = max(in_band, key=lambda n: (regret[n], n)) if in_band else None
+    if outside:
+        txt = f"yes: n = {worst_all} loses {regret[worst_all]:.4f} ({z[worst_all]:.1f} se)"
+        if worst_in is not None:
+            txt += (f"; inside the tie band {set_text(band)} the worst, n = {worst_in}, loses {regret[worst_in]:.4f} "
+                    f"({z[worst_in]:.1f} se)")
+    else:
+        txt = (f"little: every n is in the tie band {set_text(band)} (worst n = {worst_all}, {regret[worst_all]:.4f}, "
+               f"{z[worst_all]:.1f} se)")
+    line = (f"does n matter at C = {out['budget']:.3g}? {txt}. Regime: {regime_text}. Read from the cheap runs by the "
+            f"{out['method']} reader: the se is seed (and evaluation) noise only, not the error of carrying the cheap "
+            "curves to C.")
+    return {"matters": bool(outside), "worst_n": int(worst_all), "worst_regret": regret[worst_all],
+            "worst_in_band": worst_in, "worst_in_band_regret": None if worst_in is None else regret[worst_in],
+            "line": line}
