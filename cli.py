@@ -242,9 +242,9 @@ def analyze(
 
 def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool) -> None:
     from isosim.files import dumps_json
-    from isosim.predict import from_runs
+    from isosim.predict import choice
 
-    r = from_runs.recommend_from_runs(runs, budget, method or from_runs.DEFAULT_METHOD, reading)
+    r = choice.recommend_runs(runs, budget, method, reading)
     if as_json:
         typer.echo(dumps_json(r))
         return
@@ -349,9 +349,9 @@ def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[st
     """recommend --runs --for: the pick's full-budget run in the trainer's settings."""
     from isosim.files import dumps_json
     from isosim.integrations import plan_files
-    from isosim.predict import from_runs
+    from isosim.predict import choice
 
-    r = from_runs.recommend_from_runs(runs, budget, method or from_runs.DEFAULT_METHOD, reading)
+    r = choice.recommend_runs(runs, budget, method, reading)
     full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget)
     lines = plan_files.full_lines(r, full, trainer)
     if as_json:

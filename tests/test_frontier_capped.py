@@ -175,7 +175,7 @@ def test_analyze_and_recommend_runs_agree_on_peak_then_decline(tmp_path, monkeyp
 
 
 def test_a_negative_regret_is_clipped_and_said(tmp_path, monkeypatch):
-    from isosim.predict import from_runs, stepcurve
+    from isosim.predict import choice, stepcurve
 
     csv = tmp_path / "peak.csv"
     peak_then_decline().to_csv(csv, index=False)
@@ -187,7 +187,7 @@ def test_a_negative_regret_is_clipped_and_said(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(stepcurve, "predict", with_a_negative)
-    r = from_runs.recommend_from_runs(csv, 2e5)
+    r = choice.recommend_runs(csv, 2e5)
     assert r["n"]["4"]["expected_regret"] == 0.0 and r["n"]["4"]["clipped"]
     assert r["n"]["4"]["expected_regret_raw"] == -0.01 and "clipped at 0" in r["note"]
 

@@ -217,3 +217,27 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
     return {"matters": bool(outside), "worst_n": int(worst_all), "worst_regret": regret[worst_all],
             "worst_in_band": worst_in, "worst_in_band_regret": None if worst_in is None else regret[worst_in],
             "line": line}
+
+
+def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best") -> dict[str, Any]:
+    """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
+    frozen as the plane's method and left untouched) and what is said around its pick: an expected
+    regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
+    value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
+    reader's own."""
+    from isosim.integrations import load_runs
+    from isosim.predict import from_runs
+
+    out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading)
+    for v in out["n"].values():
+        if v["expected_regret"] < 0:
+            v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
+    df, _ = load_runs(path)
+    by_seed, _, _ = from_runs.cheap_curves(df, out["metric"])
+    by_seed = {s: runs for s, runs in by_seed.items() if s in {int(x) for x in out["seeds"]}}
+    reg = cheap_regime(by_seed, out["cheap_rollouts"], reading)
+    out["n_matters"] = {**runs_matters_line(out, reg["text"]), "regime": reg}
+    out["note"] += ("; never below 0 (an n outside the cheap leader's band valued above the pick is clipped at 0, "
+                    "its raw value in expected_regret_raw); expected_regret_se is seed and evaluation noise only, "
+                    "not the error of carrying the cheap curves to C")
+    return out

@@ -85,18 +85,8 @@ def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_M
             v["in_cheap_band"] = outside == 0
             v["expected_regret"] -= outside * sbi.OUT_OF_BAND / k
             v["value"] += outside * sbi.OUT_OF_BAND / k
-    for v in out["n"].values():  # a regret below 0 (an n outside the cheap band valued above the pick) is said, not shown
-        if v["expected_regret"] < 0:
-            v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
-    from isosim.predict import choice
-
-    reg = choice.cheap_regime(by_seed, cheap, reading)
-    out["n_matters"] = {**choice.runs_matters_line(out, reg["text"]), "regime": reg}
     out.update({"runs": str(path), "read": what, "metric": metric, "cheap_rollouts": float(cheap),
                 "cheap_share": float(cheap / budget),
                 "note": ("expected regret: the pick's predicted value at the budget minus each n's, in the "
-                         f"{reading} reading ({'best validated value up to C' if reading == 'best' else 'value at C'}); "
-                         "never below 0 (an n outside the cheap leader's band valued above the pick is clipped at 0, "
-                         "its raw value in expected_regret_raw); expected_regret_se is seed and evaluation noise "
-                         "only, not the error of carrying the cheap curves to C")})
+                         f"{reading} reading ({'best validated value up to C' if reading == 'best' else 'value at C'})")})
     return out
