@@ -18,6 +18,7 @@ from typing import Any
 
 from isosim.errors import IsosimError
 from isosim.files import write_json
+from llm_runs.launch.child import run_child
 from llm_runs.launch.plan import RunSpec, ValidationPlan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,12 @@ def run_progress(run: RunSpec) -> dict[str, Any]:
     return {"finished": step >= run.steps, "step": step, "rollouts": rollouts}
 
 
+def progress_line(run: RunSpec) -> str:
+    """``step 12/64 (768 rollouts)``: how far a run got, from its records and checkpoint."""
+    prog = run_progress(run)
+    return f"step {prog['step']}/{run.steps} ({prog['rollouts']:.0f} rollouts evaluated)"
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
@@ -73,7 +80,8 @@ def run_local(plan: ValidationPlan, log: Log = print, python: str | None = None)
             fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(local_command(run, python))}\n")
             fh.flush()
             # In the caller's folder: the run configs' paths (data, out) are relative to it.
-            rc = subprocess.call(local_command(run, python), stdout=fh, stderr=subprocess.STDOUT, env=_env())
+            rc = run_child(local_command(run, python), fh, env=_env(), log=log, head=head,
+                           progress=lambda: progress_line(run), log_path=train_log)
         if rc != 0:
             last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
             raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "

@@ -9,6 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
+class SamplingStopped(Exception):
+    """A sampler's ``should_stop`` turned true during a call (a stop signal): its draws are dropped."""
+
+
+def check_stop(sampler: Any) -> None:
+    """Raise :class:`SamplingStopped` when the sampler's ``should_stop`` (a callable, or None) says so."""
+    should_stop = getattr(sampler, "should_stop", None)
+    if should_stop is not None and should_stop():
+        raise SamplingStopped()
+
+
 @dataclass
 class SampleBatch:
     prompt_ids: list[list[int]] = field(default_factory=list)

@@ -64,6 +64,7 @@ from llm_runs.problems.data import (
     read_calibration,
     split_train_val,
 )
+from llm_runs.sampling.batch import SamplingStopped
 from llm_runs.training import runlog
 from llm_runs.training.allocator import Allocator, step_groups
 from llm_runs.training.policy_update import PolicyUpdate
@@ -314,10 +315,17 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         self._log(f"{cfg.run_id}: {len(self.train_problems)} training / {len(self.val_problems)} validation problems, "
                   f"n={cfg.n} (n_est={cfg.n_est}) b_p={cfg.b_p} M={cfg.total_steps} steps, lr={cfg.lr:.3g}, "
                   f"sampler={cfg.sampler}, processes={self.world}")
-        if self.step == 0 and 0 in self.eval_at:
-            self._write_record(self.evaluate(), None)
+        self.drop_eval_on_stop = True  # (GRPOTrainer.train handles SamplingStopped; llm_runs.training.many does not)
         try:
+            if self.step == 0 and 0 in self.eval_at:
+                self._write_record(self.evaluate(), None)
             return self._loop()
+        except SamplingStopped:  # a stop signal mid-evaluation: nothing of this step is kept
+            self._log(f"stopping on signal {self._stop_signal} during the evaluation at step {self.step}: the "
+                      "evaluation is dropped; rerun the same command to resume from the last checkpoint")
+            self.interrupted = True
+            self.close()
+            return self.records.rows()
         except BaseException:
             restore_stop_handlers(self)
             raise
@@ -544,7 +552,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg = parse_args(argv)
+        cfg = parse_args(argv, log=lambda s: print(s, flush=True))
         trainer = GRPOTrainer(cfg)
         trainer.train()
         if trainer.interrupted:

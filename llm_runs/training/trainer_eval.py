@@ -17,9 +17,24 @@ class Evaluation:
     """Mixin of :class:`llm_runs.training.train.GRPOTrainer`: evaluation points and the records they write."""
 
     def evaluate(self) -> dict[str, Any]:
-        """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram."""
+        """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram.
+
+        In one process a stop signal ends the evaluation within a chunk of tokens: the sampler
+        raises ``SamplingStopped`` and the evaluation is dropped (the caller exits, and a rerun
+        resumes from the last checkpoint, which never holds a step without its evaluation)."""
         cfg = self.cfg
         t = time.perf_counter()
+        self._log(f"evaluating at step {self.step}: {len(self.val_problems)} validation problems x {cfg.eval_n} "
+                  f"samples of up to {cfg.eval_max_new_tokens} tokens")
+        if self.world == 1 and getattr(self, "drop_eval_on_stop", False):
+            self.sampler.should_stop = lambda: self._stop_signal is not None
+        try:
+            return self._evaluate(t)
+        finally:
+            self.sampler.should_stop = None
+
+    def _evaluate(self, t: float) -> dict[str, Any]:
+        cfg = self.cfg
         correct, val_len = self._eval_counts(self.val_prompts, [p.answer for p in self.val_problems], TAG_VAL)
         row: dict[str, Any] = summarize_eval(correct, cfg.eval_n, cfg.eval_k)
         row["val_response_len"] = val_len
