@@ -5,7 +5,8 @@ holds the model (``model/``), its problem pool and its card (``organism.json``).
 how the model was built and how its runs sample, score and learn: the prompt template, the
 instruction and the answer fallback at its top level (what the build wrote), and a
 ``run_defaults`` block of further run settings (temperature, response length, learning rate,
-evaluation size, sampler). Wherever ``--model NAME`` is given (``isosim calibrate``,
+evaluation size, sampler), and ``run_threads``, the torch threads of a run (one: the organism's
+runs are small, and several share the cores; its committed records were made at one thread). Wherever ``--model NAME`` is given (``isosim calibrate``,
 ``isosim validate``, ``python -m llm_runs.training.train``) these are the defaults; a config file,
 ``--set`` or a flag still overrides each of them.
 
@@ -69,6 +70,30 @@ def run_defaults(model: str | None) -> dict[str, Any]:
         raise IsosimError(f"model {name!r}: run_defaults in {card_path(name)} is not a mapping")
     out.update(block)
     return out
+
+
+def run_threads(model: str | None) -> int | None:
+    """Torch threads a run of the shipped model ``model`` uses (its card's ``run_threads``), or None."""
+    name = shipped_name(model)
+    if name is None:
+        return None
+    threads = read_card(name).get("run_threads")
+    return int(threads) if isinstance(threads, int) and threads >= 1 else None
+
+
+def apply_threads(model: str | None, log: Any = None) -> int | None:
+    """Set torch's threads to the card's ``run_threads`` unless ``OMP_NUM_THREADS`` is set; the threads set."""
+    import os
+
+    threads = run_threads(model)
+    if threads is None or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    import torch
+
+    torch.set_num_threads(threads)
+    if log is not None:
+        log(f"threads: {threads} (the {defaults_source(model)}; OMP_NUM_THREADS overrides it)")
+    return threads
 
 
 def defaults_source(model: str | None) -> str:

@@ -265,6 +265,9 @@ def calibrate(settings: CalibrateSettings, out: str | Path = "profile.json", spl
         tokenizer = models.load_tokenizer(models.resolve_model(s.model))
         prompt_of = {p.id: build_prompt(tokenizer, p.problem, s.prompt_template, s.instruction)
                      for _, c in todo for p in c if p.id not in done}
+        from llm_runs.cards import apply_threads
+
+        apply_threads(s.model, log=log)
         engine = _Engine(s, max(len(x) for x in prompt_of.values()))
         try:
             from llm_runs.problems.rewards import score

@@ -44,10 +44,11 @@ def _last_line(path: Path) -> str:
     try:
         with path.open("rb") as fh:
             fh.seek(max(0, path.stat().st_size - 4096))
-            lines = [ln for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+            lines = [ln for ln in fh.read().decode("utf-8", "replace").splitlines()
+                     if ln.strip() and not ln.startswith(("[RANK", "#")) and "warn" not in ln.lower()]
     except OSError:
         return ""
-    return lines[-1].strip()[:200] if lines and not lines[-1].startswith("#") else ""
+    return lines[-1].strip()[:200] if lines else ""
 
 
 def _kill_group(pid: int, sig: int) -> None:

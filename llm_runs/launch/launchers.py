@@ -54,9 +54,21 @@ def run_progress(run: RunSpec) -> dict[str, Any]:
 
 
 def progress_line(run: RunSpec) -> str:
-    """``step 12/64 (768 rollouts)``: how far a run got, from its records and checkpoint."""
-    prog = run_progress(run)
-    return f"step {prog['step']}/{run.steps} ({prog['rollouts']:.0f} rollouts evaluated)"
+    """``step 12/64``: how far a run got (its last metrics row; else its records and checkpoint)."""
+    step = run_progress(run)["step"]
+    metrics = Path(run.dir) / "metrics.jsonl"
+    try:
+        with metrics.open("rb") as fh:
+            fh.seek(max(0, metrics.stat().st_size - 65536))
+            for line in reversed(fh.read().splitlines()):
+                try:
+                    step = max(step, int(json.loads(line)["step"]))
+                    break
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except OSError:
+        pass
+    return f"step {step}/{run.steps}"
 
 
 def _env() -> dict[str, str]:

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
+from llm_runs.cards import apply_threads
 from llm_runs.config import RunConfig, parse_args
 from llm_runs.problems.data import (
     EpochSampler,
@@ -553,6 +554,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_args(argv, log=lambda s: print(s, flush=True))
+        apply_threads(cfg.model, log=lambda s: print(s, flush=True))
         trainer = GRPOTrainer(cfg)
         trainer.train()
         if trainer.interrupted:
