@@ -115,3 +115,20 @@ def test_validate_killed_outright_takes_its_run_with_it(quick_organism, tmp_path
     while time.time() < deadline and _processes_naming(str(out / "runs")):
         time.sleep(0.1)
     assert not _processes_naming(str(out / "runs")), "the training process outlived a killed validate"
+
+
+def test_a_long_evaluation_reports_its_progress(quick_organism, tmp_path, monkeypatch):
+    from llm_runs.config import RunConfig
+    from llm_runs.training import trainer_eval
+    from llm_runs.training.train import GRPOTrainer
+
+    monkeypatch.setattr(trainer_eval, "EVAL_PROGRESS_S", 0.0)
+    cfg = RunConfig(model=str(quick_organism / "model"), data=str(quick_organism / "pool.jsonl"),
+                    out=str(tmp_path / "run"), n=2, b_p=8, budget=16, val_size=20, eval_n=4, eval_k=2, eval_points=0,
+                    prompt_template="plain", instruction="", answer_fallback="last-number", max_new_tokens=12,
+                    sampler="lean", train_forward="lean", sampler_batch_size=8, precision="fp32")
+    said = []
+    rows = GRPOTrainer(cfg, log=said.append).train()
+    assert [r["step"] for r in rows] == [0, 1]
+    lines = [s for s in said if s.startswith("evaluating at step 0:") and "samples of this process" in s]
+    assert [ln.split(": ")[1].split(" ")[0] for ln in lines] == [f"{8 * i}/80" for i in range(1, 10)]

@@ -20,6 +20,13 @@ def check_stop(sampler: Any) -> None:
         raise SamplingStopped()
 
 
+def report_chunk(sampler: Any, done: int, total: int) -> None:
+    """Tell the sampler's ``on_chunk`` (a callable, or None) that ``done`` of ``total`` sequences are sampled."""
+    on_chunk = getattr(sampler, "on_chunk", None)
+    if on_chunk is not None:
+        on_chunk(done, total)
+
+
 @dataclass
 class SampleBatch:
     prompt_ids: list[list[int]] = field(default_factory=list)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from isosim.errors import IsosimError
-from llm_runs.sampling.batch import SampleBatch, check_stop, group_sizes
+from llm_runs.sampling.batch import SampleBatch, check_stop, group_sizes, report_chunk
 
 
 class LlamaParts:
@@ -215,6 +215,7 @@ class LeanSampler:
 
     needs_sync = False
     should_stop: Callable[[], bool] | None = None  # set by the trainer while a call may be dropped
+    on_chunk: Callable[[int, int], None] | None = None  # told (done, total) after each chunk
 
     def close(self) -> None:
         pass
@@ -243,6 +244,7 @@ class LeanSampler:
                     eos = set(self.eos)
                     for i, row, lp in zip(chunk, tokens, logps):
                         out.add(prompts[i], row, lp, eos)
+                    report_chunk(self, len(out), len(requests))
         finally:
             if was_training:
                 self.model.train()

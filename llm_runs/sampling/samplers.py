@@ -34,6 +34,7 @@ from llm_runs.sampling.batch import (  # noqa: F401  (the interface, named here 
     SamplingStopped,
     check_stop,
     cut_at_eos,
+    report_chunk,
     group_sizes,
 )
 
@@ -109,6 +110,7 @@ class HFSampler:
 
     needs_sync = False  # it samples from the training model itself
     should_stop: Callable[[], bool] | None = None  # set by the trainer while a call may be dropped
+    on_chunk: Callable[[int, int], None] | None = None  # told (done, total) after each chunk
 
     def close(self) -> None:
         pass
@@ -158,6 +160,7 @@ class HFSampler:
                     new = new.cpu()
                     for i, p in enumerate(chunk):
                         out.add(p, new[i].tolist(), lps[i].tolist(), eos)
+                    report_chunk(self, len(out), len(requests))
         finally:
             if was_training:
                 self.model.train()
