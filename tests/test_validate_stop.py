@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from llm_helpers import read_jsonl  # noqa: E402
+from llm_helpers import read_jsonl, strip_volatile  # noqa: E402
 
 from llm_runs.organism import build as organism  # noqa: E402
 
@@ -81,7 +81,7 @@ def test_sigterm_mid_evaluation_stops_validate_and_its_run_and_a_rerun_resumes(q
     assert "SIGTERM: stopping the run" in output and "rerun the same command to resume" in output
     assert not _processes_naming(str(out / "runs")), "a training process outlived validate"
     log = train_log.read_text()
-    assert "during the evaluation at step 0: the evaluation is dropped" in log, log[-2000:]
+    assert "during the evaluation at step 0: nothing to keep before the first step" in log, log[-2000:]
     assert not (out / "runs" / "n2_bp8_s0" / "records.jsonl").read_text().strip(), "no record of a dropped evaluation"
 
     again = subprocess.run(_validate(quick_organism, out), cwd=ROOT, env=env, capture_output=True, text=True,
@@ -132,3 +132,66 @@ def test_a_long_evaluation_reports_its_progress(quick_organism, tmp_path, monkey
     assert [r["step"] for r in rows] == [0, 1]
     lines = [s for s in said if s.startswith("evaluating at step 0:") and "samples of this process" in s]
     assert [ln.split(": ")[1].split(" ")[0] for ln in lines] == [f"{8 * i}/80" for i in range(1, 10)]
+
+
+def test_a_second_trainer_of_a_run_waits_for_the_first(tmp_path):
+    """A rerun started while the stopped run still writes its checkpoint waits for it (OUT/.lock)."""
+    import threading
+
+    from llm_runs.training.runlog import run_lock
+
+    said, order = [], []
+    with run_lock(tmp_path / "run", log=said.append):
+        def second():
+            with run_lock(tmp_path / "run", log=said.append):
+                order.append("second")
+
+        t = threading.Thread(target=second)
+        t.start()
+        deadline = time.time() + 10
+        while not said and time.time() < deadline:
+            time.sleep(0.01)
+        order.append("first")
+    t.join(timeout=10)
+    assert order == ["first", "second"]
+    assert len(said) == 1 and "another process is training this run; waiting" in said[0]
+
+
+@pytest.mark.parametrize("stop_at", ["middle", "last"])
+def test_a_stop_mid_evaluation_after_a_step_keeps_the_step_and_evaluates_it_on_resume(
+        stop_at, quick_organism, tmp_path, monkeypatch):
+    """The step is checkpointed with its evaluation pending; the resume evaluates it first (same
+    seed, same weights): the records equal an uninterrupted run's; validate's launcher does not
+    count the run finished before then."""
+    from llm_runs.config import RunConfig
+    from llm_runs.launch.launchers import run_progress
+    from llm_runs.launch.plan import RunSpec
+    from llm_runs.training import trainer_eval
+    from llm_runs.training.train import GRPOTrainer, eval_steps
+
+    monkeypatch.setattr(trainer_eval, "EVAL_PROGRESS_S", 0.0)
+
+    def cfg(name):
+        return RunConfig(model=str(quick_organism / "model"), data=str(quick_organism / "pool.jsonl"),
+                         out=str(tmp_path / name), n=2, b_p=8, budget=64, val_size=20, eval_n=4, eval_k=2,
+                         eval_points=4, prompt_template="plain", instruction="", answer_fallback="last-number",
+                         max_new_tokens=12, sampler="lean", train_forward="lean", sampler_batch_size=8,
+                         precision="fp32", base_lr=3e-3, save_every=100)
+
+    ref = GRPOTrainer(cfg("ref"), log=lambda m: None).train()
+    evals = eval_steps(4, 4)
+    step = 4 if stop_at == "last" else [s for s in evals if 0 < s < 4][0]
+    trainer = GRPOTrainer(cfg("stopped"), log=lambda m: m.startswith(f"evaluating at step {step}: 8/")
+                          and setattr(trainer, "_stop_signal", 15))
+    trainer.train()
+    assert trainer.interrupted
+    state = json.loads((tmp_path / "stopped" / "checkpoint" / "trainer_state.json").read_text())
+    assert state["step"] == step and state["pending_eval"]["reward/mean"] is not None
+    spec = RunSpec(name="stopped", n=2, b_p=8, seed=0, steps=4, lr=0.0, dir=str(tmp_path / "stopped"), config={})
+    assert not run_progress(spec)["finished"]
+    rows = GRPOTrainer(cfg("stopped"), log=lambda m: None).train()
+    assert [r["step"] for r in ref] == evals, ref
+    assert [r["step"] for r in rows] == evals, rows
+    assert strip_volatile(rows) == strip_volatile(ref)
+    assert run_progress(spec)["finished"]
+    assert "pending_eval" not in json.loads((tmp_path / "stopped" / "checkpoint" / "trainer_state.json").read_text())

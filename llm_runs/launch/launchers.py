@@ -45,12 +45,14 @@ def run_progress(run: RunSpec) -> dict[str, Any]:
                 continue  # a torn last line: the trainer cuts it on resume
             step, rollouts = max(step, int(row.get("step", 0))), max(rollouts, float(row.get("rollouts", 0)))
     state = Path(run.dir) / "checkpoint" / "trainer_state.json"
+    pending = False  # a step whose evaluation a stop signal interrupted (the resume evaluates it)
     if state.is_file():
         try:
-            step = max(step, int(json.loads(state.read_text(encoding="utf-8"))["step"]))
-        except (ValueError, KeyError, OSError):
+            saved = json.loads(state.read_text(encoding="utf-8"))
+            step, pending = max(step, int(saved["step"])), saved.get("pending_eval") is not None
+        except (ValueError, KeyError, OSError, TypeError):
             pass
-    return {"finished": step >= run.steps, "step": step, "rollouts": rollouts}
+    return {"finished": step >= run.steps and not pending, "step": step, "rollouts": rollouts}
 
 
 def progress_line(run: RunSpec) -> str:
