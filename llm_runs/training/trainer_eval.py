@@ -23,8 +23,8 @@ class Evaluation:
         """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram.
 
         In one process a stop signal ends the evaluation within a chunk of tokens: the sampler
-        raises ``SamplingStopped`` and the evaluation is dropped (the caller exits, and a rerun
-        resumes from the last checkpoint, which never holds a step without its evaluation)."""
+        raises ``SamplingStopped``; the trainer checkpoints the step with its evaluation pending
+        and the resume runs it first (``GRPOTrainer.train``)."""
         cfg = self.cfg
         t = time.perf_counter()
         self._log(f"evaluating at step {self.step}: {len(self.val_problems)} validation problems x {cfg.eval_n} "
