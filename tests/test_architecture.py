@@ -32,7 +32,7 @@ LAYERS = [
     ["isosim.integrations", "isosim.predict"],
     ["isosim.validation"],
     ["isosim"],
-    ["llm_runs.config", "llm_runs.problems"],
+    ["llm_runs.config", "llm_runs.cards", "llm_runs.problems"],
     ["llm_runs.sampling"],
     ["llm_runs.training", "llm_runs.__main__"],
     ["llm_runs.launch"],

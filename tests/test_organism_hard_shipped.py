@@ -27,6 +27,7 @@ from llm_helpers import read_jsonl  # noqa: E402
 
 from llm_runs.organism import build as organism  # noqa: E402
 from llm_runs.sampling import models  # noqa: E402
+from llm_runs import cards  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "llm_runs" / "organism" / "shipped_hard"
@@ -44,7 +45,7 @@ spec.loader.exec_module(ref)
 
 
 def test_both_organisms_resolve_through_the_one_registry():
-    assert set(models.ORGANISMS) == {"organism", "organism-hard"}
+    assert set(cards.SHIPPED) == {"organism", "organism-hard"}
     assert Path(models.resolve_model("organism-hard")) == SHIPPED / "model"
     assert Path(models.resolve_model("ORGANISM-HARD")) == SHIPPED / "model"
     assert Path(models.resolve_model("organism")) == models.ORGANISM_DIR

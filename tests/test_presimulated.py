@@ -59,7 +59,7 @@ def test_the_engine_reproduces_the_shipped_records(preset):
         a, b = curve(shipped, cfg.run_id), curve(fresh, cfg.run_id)
         assert len(a) == len(b) > 2, cfg.run_id
         assert a["step"].tolist() == b["step"].tolist() and a["rollouts"].tolist() == b["rollouts"].tolist()
-        other = curve(shipped, next(c.run_id for c in cfgs if c.n == cfg.n and c.seed != cfg.seed))
+        other = curve(shipped, next(c.run_id for c in cfgs if (c.n, c.b_p) == (cfg.n, cfg.b_p) and c.seed != cfg.seed))
         assert other["step"].tolist() == a["step"].tolist()
         d = np.abs(a["val_avg"].to_numpy(float) - b["val_avg"].to_numpy(float))
         s = np.abs(a["val_avg"].to_numpy(float) - other["val_avg"].to_numpy(float))

@@ -57,8 +57,11 @@ def test_no_learning_prediction_centres_on_n_star_and_says_so(tmp_path):
 def test_given_n_outside_the_limits_is_refused(tmp_path):
     with pytest.raises(IsosimError, match="B_max"):
         plan(tmp_path, b_p=128, n_list=[1024], budget=100_000_000)
-    with pytest.raises(IsosimError, match="min-steps"):
-        plan(tmp_path, b_p=64, n_list=[2048])
+    with pytest.raises(IsosimError, match="below one step"):
+        plan(tmp_path, b_p=64, n_list=[1 << 20], b_max=1 << 30)
+    # an n given that gets fewer than --min-steps updates is run as asked, and the plan says so
+    few = plan(tmp_path, b_p=64, n_list=[2048], b_max=1 << 30)
+    assert few.ns == [2048] and any("fewer than --min-steps 20" in n and "kept as asked" in n for n in few.notes)
 
 
 def test_runs_use_the_simulated_recipe_and_flag_a_mismatch(tmp_path):

@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +31,10 @@ from llm_runs.launch.launchers import (
     _env,
     accelerate_command,
     local_command,
+    progress_line,
     run_progress,
 )
+from llm_runs.launch.child import run_child
 
 if TYPE_CHECKING:
     from llm_runs.launch.plan import RunSpec, ValidationPlan
@@ -142,13 +143,9 @@ class Launcher:
         with train_log.open("a", encoding="utf-8") as fh:
             fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
             fh.flush()
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env())
-            try:
-                rc = proc.wait()
-            except BaseException:  # interrupted: the trainer checkpoints on SIGTERM and exits
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=300)
-                raise
+            # a stop signal is passed on: the trainer checkpoints and exits (llm_runs.launch.child)
+            rc = run_child(cmd, fh, env=_env(), log=self.log, head=f"  {run.name}",
+                           progress=lambda: progress_line(run), log_path=train_log)
         if rc != 0:
             last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
             raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "

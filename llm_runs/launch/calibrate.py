@@ -104,6 +104,48 @@ class CalibrateSettings:
         return max(1, self.batch_size // self.k)
 
 
+# The calibration settings a shipped model's card can give (card's run setting -> calibration setting).
+CARD_KEYS = {"max_new_tokens": "max_new_tokens", "temperature": "temperature", "instruction": "instruction",
+             "precision": "precision", "answer_fallback": "answer_fallback", "prompt_template": "prompt_template",
+             "sampler_batch_size": "batch_size"}
+
+
+def calibrate_settings(model: str, data: str, given: dict[str, Any], **fixed: Any) -> tuple[CalibrateSettings, str]:
+    """The settings of a calibration: ``given`` (the flags given), then a shipped model's card
+    (``llm_runs.cards``: ``--model organism`` samples and scores as its runs do), then the
+    defaults of :class:`CalibrateSettings`; and a line that says where each came from."""
+    from llm_runs.cards import defaults_source, run_defaults
+
+    card = {CARD_KEYS[k]: v for k, v in run_defaults(model).items() if k in CARD_KEYS}
+    from_card = {k: v for k, v in card.items() if k not in given}
+    s = CalibrateSettings(model=model, data=data, **{**from_card, **given}, **fixed)
+    parts = []
+    if from_card:
+        parts.append(f"from the {defaults_source(model)}: " + ", ".join(f"{k}={v!r}" for k, v in from_card.items()))
+    if given:
+        parts.append("from the flags: " + ", ".join(f"{k}={v!r}" for k, v in given.items()))
+    rest = [k for k in ("max_new_tokens", "temperature", "instruction", "precision", "answer_fallback",
+                        "batch_size", "prompt_template") if k not in given and k not in from_card]
+    if rest:
+        parts.append("defaults: " + ", ".join(f"{k}={getattr(s, k)!r}" for k in rest))
+    return s, "calibrate: settings " + "; ".join(parts)
+
+
+NEVER_SOLVED_WARN = 0.95  # a profile this much never solved most likely measures a wrong prompt or scorer
+
+
+def never_solved_warning(frac_zero: float, s: CalibrateSettings) -> str | None:
+    """A warning when (nearly) no problem was ever solved: most likely not the model's difficulty
+    but a prompt template, instruction or answer extraction the model does not follow."""
+    if frac_zero < NEVER_SOLVED_WARN:
+        return None
+    return (f"warning: {frac_zero:.0%} of the problems were never solved in {s.k} samples: most likely the prompt "
+            f"or the scoring does not fit the model (prompt_template {s.prompt_template!r}, instruction "
+            f"{s.instruction!r}, answer_fallback {s.answer_fallback!r}, max_new_tokens {s.max_new_tokens}), not "
+            "its difficulty: look at a few completions (--limit 4) and set --prompt-template, --instruction, "
+            "--answer-fallback and --max-new-tokens as the runs will; a profile this flat simulates nothing")
+
+
 def partial_path(out: str | Path) -> Path:
     out = Path(out)
     return out.with_name(out.name + ".partial.jsonl")
@@ -223,6 +265,9 @@ def calibrate(settings: CalibrateSettings, out: str | Path = "profile.json", spl
         tokenizer = models.load_tokenizer(models.resolve_model(s.model))
         prompt_of = {p.id: build_prompt(tokenizer, p.problem, s.prompt_template, s.instruction)
                      for _, c in todo for p in c if p.id not in done}
+        from llm_runs.cards import apply_threads
+
+        apply_threads(s.model, log=log)
         engine = _Engine(s, max(len(x) for x in prompt_of.values()))
         try:
             from llm_runs.problems.rewards import score
@@ -279,6 +324,9 @@ def finish(s: CalibrateSettings, problems: list[Problem], done: dict[str, dict[s
     log(f"calibrate: {len(ids)} problems, mean pass rate {summary['mean_rate']:.3f}, "
         f"{summary['frac_zero']:.0%} never solved, {summary['frac_one']:.0%} always solved; "
         f"easy band {band_counts['easy']}, hard band {band_counts['hard']}")
+    warning = never_solved_warning(summary["frac_zero"], s)
+    if warning:
+        log(warning)
     log(f"profile: {out}")
     for f in figures:
         if f.endswith(".png"):

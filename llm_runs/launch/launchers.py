@@ -18,6 +18,7 @@ from typing import Any
 
 from isosim.errors import IsosimError
 from isosim.files import write_json
+from llm_runs.launch.child import run_child
 from llm_runs.launch.plan import RunSpec, ValidationPlan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,12 +45,32 @@ def run_progress(run: RunSpec) -> dict[str, Any]:
                 continue  # a torn last line: the trainer cuts it on resume
             step, rollouts = max(step, int(row.get("step", 0))), max(rollouts, float(row.get("rollouts", 0)))
     state = Path(run.dir) / "checkpoint" / "trainer_state.json"
+    pending = False  # a step whose evaluation a stop signal interrupted (the resume evaluates it)
     if state.is_file():
         try:
-            step = max(step, int(json.loads(state.read_text(encoding="utf-8"))["step"]))
-        except (ValueError, KeyError, OSError):
+            saved = json.loads(state.read_text(encoding="utf-8"))
+            step, pending = max(step, int(saved["step"])), saved.get("pending_eval") is not None
+        except (ValueError, KeyError, OSError, TypeError):
             pass
-    return {"finished": step >= run.steps, "step": step, "rollouts": rollouts}
+    return {"finished": step >= run.steps and not pending, "step": step, "rollouts": rollouts}
+
+
+def progress_line(run: RunSpec) -> str:
+    """``step 12/64``: how far a run got (its last metrics row; else its records and checkpoint)."""
+    step = run_progress(run)["step"]
+    metrics = Path(run.dir) / "metrics.jsonl"
+    try:
+        with metrics.open("rb") as fh:
+            fh.seek(max(0, metrics.stat().st_size - 65536))
+            for line in reversed(fh.read().splitlines()):
+                try:
+                    step = max(step, int(json.loads(line)["step"]))
+                    break
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except OSError:
+        pass
+    return f"step {step}/{run.steps}"
 
 
 def _env() -> dict[str, str]:
@@ -73,7 +94,8 @@ def run_local(plan: ValidationPlan, log: Log = print, python: str | None = None)
             fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(local_command(run, python))}\n")
             fh.flush()
             # In the caller's folder: the run configs' paths (data, out) are relative to it.
-            rc = subprocess.call(local_command(run, python), stdout=fh, stderr=subprocess.STDOUT, env=_env())
+            rc = run_child(local_command(run, python), fh, env=_env(), log=log, head=head,
+                           progress=lambda: progress_line(run), log_path=train_log)
         if rc != 0:
             last = [ln for ln in train_log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
             raise IsosimError(f"run {run.name} failed (exit {rc}): {last[-1][:300] if last else 'no output'} "

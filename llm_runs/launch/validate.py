@@ -172,6 +172,44 @@ def recipe_of(cfg: RunConfig) -> str:
         (kl, ent)]
 
 
+def check_ns(ns: list[int], budget: int, *, b_p: int | None = None, min_steps: int = MIN_STEPS,
+             b_max: int | None = None) -> list[str]:
+    """Refuse an ``--n`` no run can use: n < 2 always; with B_p (and B_max) known, an n below one
+    step or with a batch above B_max. An n given whose run gets fewer than ``min_steps`` steps is
+    run as asked, with a note (returned). Cheap: ``validate`` calls it before the prediction, and
+    the plan again with the predicted B_p."""
+    notes = []
+    for n in sorted(set(int(n) for n in ns)):
+        if n < 2:
+            raise IsosimError(f"--n {n}: GRPO needs n >= 2 (a group of one has zero advantage)")
+        if b_p is None:
+            continue
+        if budget // (b_p * n) < 1:
+            raise IsosimError(f"--n {n}: budget {budget} is below one step at B_p = {b_p} ({b_p * n} rollouts)")
+        if b_max is not None and b_p * n > b_max:
+            raise IsosimError(f"--n {n}: B_p * n = {b_p * n} exceeds B_max = {b_max} (--b-max)")
+        if budget // (b_p * n) < min_steps:
+            notes.append(f"n = {n} (given by --n) gets {budget // (b_p * n)} update steps at B_p = {b_p}, fewer "
+                         f"than --min-steps {min_steps}: its curve has few points (kept as asked)")
+    return notes
+
+
+def settings_note(model: str, user: dict[str, Any], sources: dict[str, str]) -> tuple[dict[str, Any], str | None]:
+    """The runs' settings (the card of a shipped ``model`` under ``user``) and a note that says
+    where each setting given came from (``sources``: setting -> ``--set`` / ``--config FILE``)."""
+    from llm_runs.cards import defaults_source, with_defaults
+
+    merged, used = with_defaults(model, user)
+    parts = []
+    if used:
+        parts.append(f"from the {defaults_source(model)}: " + ", ".join(f"{k}={v!r}" for k, v in used.items()))
+    by_source: dict[str, list[str]] = {}
+    for k, v in user.items():
+        by_source.setdefault(sources.get(k, "the launcher"), []).append(f"{k}={v!r}")
+    parts += [f"from {src}: {', '.join(items)}" for src, items in by_source.items()]
+    return merged, ("settings " + "; ".join(parts) + "; the rest RunConfig's defaults") if parts else None
+
+
 def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], settings: dict[str, Any], out: str,
               b_p: int | None = None, n_list: list[int] | None = None, seeds: int = 1, min_steps: int = MIN_STEPS,
               b_max: int | None = None, request: dict[str, Any] | None = None,
@@ -205,16 +243,7 @@ def make_plan(*, model: str, data: str, budget: int, predicted: dict[str, Any], 
         raise IsosimError(f"B_p must be >= 1, got {b_p}")
     if n_list:
         ns, notes = sorted(set(int(n) for n in n_list)), notes + [n_source]
-        for n in ns:
-            if n < 2:
-                raise IsosimError(f"--n {n}: GRPO needs n >= 2 (a group of one has zero advantage)")
-            if budget // (b_p * n) < 1:
-                raise IsosimError(f"--n {n}: budget {budget} is below one step at B_p = {b_p} ({b_p * n} rollouts)")
-            if budget // (b_p * n) < min_steps:
-                raise IsosimError(f"--n {n}: budget {budget} gives {budget // (b_p * n)} steps at B_p = {b_p}, "
-                                  f"fewer than --min-steps {min_steps}")
-            if b_p * n > b_max:
-                raise IsosimError(f"--n {n}: B_p * n = {b_p * n} exceeds B_max = {b_max} (--b-max)")
+        notes += check_ns(ns, budget, b_p=b_p, min_steps=min_steps, b_max=b_max)
     else:
         if not given_b_p:
             b_p, more = plan_b_p(centre, budget, b_p, min_steps=min_steps, b_max=b_max)
@@ -375,8 +404,9 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
 __all__ = [  # (the launchers and the pure plan / verdict / report parts are importable from here as before)
     "B_MAX_EASY", "B_MAX_HARD", "B_P_FLOOR", "DDP_MAX_PARAMS", "FSDP_CONFIG", "MIN_STEPS", "PLANNED_KEYS", "ROOT",
     "RunSpec", "SlurmOptions", "TrainJob", "ValidationPlan", "accelerate_command", "analyse", "base_settings",
-    "check_slurm_plan", "count_train_problems", "default_b_max", "describe", "distributed_kind",
+    "check_ns", "check_slurm_plan", "count_train_problems", "default_b_max", "describe", "distributed_kind",
     "executor_parameters", "launched_recipe", "load_or_make_plan", "local_command", "make_plan", "model_params",
     "n_max_for", "parse_sets", "plan_b_p", "plan_ns", "plot_validation", "pow2", "predict", "recipe_of", "run_local",
-    "run_progress", "slurm_job_specs", "slurm_settings", "submit_slurm", "verdict", "write_markdown", "write_plan",
+    "run_progress", "settings_note", "slurm_job_specs", "slurm_settings", "submit_slurm", "verdict",
+    "write_markdown", "write_plan",
 ]

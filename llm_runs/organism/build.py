@@ -53,6 +53,15 @@ from isosim.errors import IsosimError
 PROMPT_TEMPLATE = "plain"
 INSTRUCTION = ""
 ANSWER_FALLBACK = "last-number"
+# How the organism's runs sample, score and learn (docs/organism.md, step 4: the committed sweeps'
+# settings; the lean path draws the same tokens as the hf one, faster). Written into the card's
+# ``run_defaults``: ``--model`` of a shipped organism takes them as its defaults (llm_runs.cards).
+RUN_DEFAULTS = {
+    "temperature": 1.0, "max_new_tokens": 24, "base_lr": 3e-4, "lr_rule": "sqrt", "lr_ref_batch": 1024,
+    "warmup_steps": 10, "precision": "fp32", "eval_n": 8, "eval_k": 4, "sampler": "lean", "train_forward": "lean",
+    "sampler_batch_size": 4096, "micro_batch_size": 4096,
+}
+RUN_THREADS = 1  # torch threads of a run (the committed sweeps' records are bit-identical at one thread)
 
 
 @dataclass(frozen=True)
@@ -286,7 +295,7 @@ def build(out: str | Path, settings: OrganismSettings, log: Any = print) -> dict
     info = train_base_model(settings, out / "model", {r["problem"] for r in pool}, log)
     meta = {"settings": settings_dict(settings), **info, "weights_sha256": weights_digest(out / "model"),
             "prompt_template": PROMPT_TEMPLATE, "instruction": INSTRUCTION, "answer_fallback": ANSWER_FALLBACK,
-            "pool": str(out / "pool.jsonl"), "model": str(out / "model")}
+            "run_defaults": dict(RUN_DEFAULTS), "run_threads": RUN_THREADS, "pool": str(out / "pool.jsonl"), "model": str(out / "model")}
     write_json(meta_path, meta)
     log(f"organism: built in {out} ({info['parameters']} parameters, {info['sft_seconds']:.0f}s of SFT)")
     return meta

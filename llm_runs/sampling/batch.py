@@ -9,6 +9,24 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
+class SamplingStopped(Exception):
+    """A sampler's ``should_stop`` turned true during a call (a stop signal): its draws are dropped."""
+
+
+def check_stop(sampler: Any) -> None:
+    """Raise :class:`SamplingStopped` when the sampler's ``should_stop`` (a callable, or None) says so."""
+    should_stop = getattr(sampler, "should_stop", None)
+    if should_stop is not None and should_stop():
+        raise SamplingStopped()
+
+
+def report_chunk(sampler: Any, done: int, total: int) -> None:
+    """Tell the sampler's ``on_chunk`` (a callable, or None) that ``done`` of ``total`` sequences are sampled."""
+    on_chunk = getattr(sampler, "on_chunk", None)
+    if on_chunk is not None:
+        on_chunk(done, total)
+
+
 @dataclass
 class SampleBatch:
     prompt_ids: list[list[int]] = field(default_factory=list)

@@ -27,13 +27,13 @@ distribution drawn from. The returned ``SampleBatch`` has ``HFSampler``'s layout
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from isosim.errors import IsosimError
-from llm_runs.sampling.batch import SampleBatch, group_sizes
+from llm_runs.sampling.batch import SampleBatch, check_stop, group_sizes, report_chunk
 
 
 class LlamaParts:
@@ -214,6 +214,8 @@ class LeanSampler:
         pass
 
     needs_sync = False
+    should_stop: Callable[[], bool] | None = None  # set by the trainer while a call may be dropped
+    on_chunk: Callable[[int, int], None] | None = None  # told (done, total) after each chunk
 
     def close(self) -> None:
         pass
@@ -232,6 +234,7 @@ class LeanSampler:
             with torch.random.fork_rng(devices=fork_devices):
                 torch.manual_seed(seed)
                 for start in range(0, len(requests), self.batch_size):
+                    check_stop(self)
                     chunk = requests[start:start + self.batch_size]
                     autocast = (torch.autocast(device.type, dtype=self.autocast_dtype)
                                 if self.autocast_dtype is not None else torch.autocast(device.type, enabled=False))
@@ -241,6 +244,7 @@ class LeanSampler:
                     eos = set(self.eos)
                     for i, row, lp in zip(chunk, tokens, logps):
                         out.add(prompts[i], row, lp, eos)
+                    report_chunk(self, len(out), len(requests))
         finally:
             if was_training:
                 self.model.train()
@@ -293,6 +297,8 @@ class LeanSampler:
 
             top_p_warper = TopPLogitsWarper(top_p=top_p)
         for t in range(max_new):
+            if t % 8 == 7:
+                check_stop(self)
             scores = logits.float()
             if temperature != 1.0:
                 scores = scores / temperature

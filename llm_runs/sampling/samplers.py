@@ -23,7 +23,7 @@ Backends:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,7 +31,10 @@ import torch
 from llm_runs.sampling.batch import (  # noqa: F401  (the interface, named here too)
     SampleBatch,
     Sampler,
+    SamplingStopped,
+    check_stop,
     cut_at_eos,
+    report_chunk,
     group_sizes,
 )
 
@@ -76,6 +79,18 @@ def _neutral_generation_config(model: Any) -> Iterator[None]:
         model.generation_config = saved
 
 
+def _stop_criteria(sampler: Any) -> Any:
+    """A ``generate`` stopping criterion that ends every row once ``sampler.should_stop()`` is true."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _Stop(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+            return torch.full((input_ids.shape[0],), bool(sampler.should_stop()), dtype=torch.bool,
+                              device=input_ids.device)
+
+    return StoppingCriteriaList([_Stop()])
+
+
 class HFSampler:
     """``model.generate`` in chunks of ``batch_size`` sequences, with left-padded prompts."""
 
@@ -94,6 +109,8 @@ class HFSampler:
         pass
 
     needs_sync = False  # it samples from the training model itself
+    should_stop: Callable[[], bool] | None = None  # set by the trainer while a call may be dropped
+    on_chunk: Callable[[int, int], None] | None = None  # told (done, total) after each chunk
 
     def close(self) -> None:
         pass
@@ -114,6 +131,7 @@ class HFSampler:
             with torch.random.fork_rng(devices=fork_devices), _neutral_generation_config(self.model):
                 torch.manual_seed(seed)
                 for start in range(0, len(requests), self.batch_size):
+                    check_stop(self)
                     chunk = requests[start:start + self.batch_size]
                     width = max(len(p) for p in chunk)
                     ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
@@ -128,18 +146,21 @@ class HFSampler:
                     procs.append(recorder)
                     autocast = (torch.autocast(device.type, dtype=self.autocast_dtype)
                                 if self.autocast_dtype is not None else contextlib.nullcontext())
+                    stopping = {} if self.should_stop is None else {"stopping_criteria": _stop_criteria(self)}
                     with autocast:
                         seqs = self.model.generate(
                             input_ids=ids.to(device), attention_mask=mask.to(device),
                             logits_processor=LogitsProcessorList(procs), do_sample=True, temperature=1.0,
                             top_p=1.0, top_k=0, max_new_tokens=max_new_tokens, eos_token_id=self.eos,
-                            pad_token_id=self.pad_id, use_cache=True,
+                            pad_token_id=self.pad_id, use_cache=True, **stopping,
                         )
+                    check_stop(self)  # (a stop mid-chunk ended generate early: the chunk is incomplete)
                     new = seqs[:, width:]
                     lps = recorder.finish(new).cpu()
                     new = new.cpu()
                     for i, p in enumerate(chunk):
                         out.add(p, new[i].tolist(), lps[i].tolist(), eos)
+                    report_chunk(self, len(out), len(requests))
         finally:
             if was_training:
                 self.model.train()

@@ -8,6 +8,7 @@
       metrics.jsonl        one row per step (see docs/real_runs.md for the keys)
       checkpoint/          the latest complete checkpoint (Accelerate state + trainer_state.json)
       checkpoint.old/      exists only while a newer checkpoint is being swapped in
+      .lock                held (flock) by the process training the run: a second one waits for it
 
 Kill safety (SIGKILL at any instant): a checkpoint is written into ``checkpoint.tmp/``, its
 ``trainer_state.json`` last, then swapped in by two renames; a folder counts only if it holds
@@ -18,9 +19,11 @@ line) disappear and are written again, identically, when the steps are replayed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +131,23 @@ def read_state_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise IsosimError(f"{path}: expected a JSON object")
     return data
+
+
+@contextlib.contextmanager
+def run_lock(out: str | Path, log: Callable[[str], None]) -> Iterator[None]:
+    """Hold ``OUT/.lock`` while training: a rerun started while a stopped run is still writing its
+    checkpoint (e.g. after its launcher was killed) waits for it instead of racing it. POSIX, and
+    the first process of a run only (``RANK`` 0); elsewhere a no-op."""
+    if os.name != "posix" or int(os.environ.get("RANK", "0") or 0) != 0:
+        yield
+        return
+    import fcntl
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(Path(out) / ".lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"{out}: another process is training this run; waiting for it to stop")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield

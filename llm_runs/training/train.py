@@ -43,6 +43,7 @@ Compute accounting: ``rollouts`` counts every sampled completion (including base
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import sys
@@ -54,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
+from llm_runs.cards import apply_threads
 from llm_runs.config import RunConfig, parse_args
 from llm_runs.problems.data import (
     EpochSampler,
@@ -64,6 +66,7 @@ from llm_runs.problems.data import (
     read_calibration,
     split_train_val,
 )
+from llm_runs.sampling.batch import SamplingStopped
 from llm_runs.training import runlog
 from llm_runs.training.allocator import Allocator, step_groups
 from llm_runs.training.policy_update import PolicyUpdate
@@ -201,6 +204,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         self.eval_at = eval_steps(cfg.total_steps, cfg.eval_points)
         self.records = runlog.JsonlLog(self.out / "records.jsonl", fsync=True)
         self.metrics_log = runlog.JsonlLog(self.out / "metrics.jsonl")
+        self._pending_eval: dict[str, Any] | None = None  # a step whose evaluation a stop signal interrupted
         self._prepare_out_dir()
         self.tb = None
         if cfg.tensorboard and acc.is_main_process:
@@ -272,6 +276,8 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             }
             if not self.allocator.uniform:
                 state["allocation"] = self.allocator.state_dict()
+            if self._pending_eval is not None:  # this step's evaluation comes first on resume
+                state["pending_eval"] = self._pending_eval
             runlog.write_state(tmp, state)
             runlog.commit_checkpoint(self.out, tmp)
         acc.wait_for_everyone()
@@ -290,6 +296,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
             self.order.load_state_dict(state["order"])
             self.pass_rates = {str(k): float(v) for k, v in state["pass_rates"].items()}
             self.allocator.load_state_dict(state.get("allocation"))
+            self._pending_eval = state.get("pending_eval")
             records_bytes, metrics_bytes = int(state["records_bytes"]), int(state["metrics_bytes"])
         except (KeyError, TypeError, ValueError) as exc:
             raise IsosimError(f"{ckpt}: unreadable checkpoint (bad trainer state: {exc})") from None
@@ -308,19 +315,50 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         if not hasattr(self, "accelerator"):
             self.setup()
         cfg = self.cfg
-        if self.step >= cfg.total_steps:
-            self._log(f"run already complete ({self.step} steps); records in {self.records.path}")
-            return self.records.rows()
-        self._log(f"{cfg.run_id}: {len(self.train_problems)} training / {len(self.val_problems)} validation problems, "
-                  f"n={cfg.n} (n_est={cfg.n_est}) b_p={cfg.b_p} M={cfg.total_steps} steps, lr={cfg.lr:.3g}, "
-                  f"sampler={cfg.sampler}, processes={self.world}")
-        if self.step == 0 and 0 in self.eval_at:
-            self._write_record(self.evaluate(), None)
+        self.drop_eval_on_stop = True  # (GRPOTrainer.train handles SamplingStopped; llm_runs.training.many does not)
+        self._eval_metrics: dict[str, Any] | None = None
         try:
+            if self._pending_eval is not None:  # a stop signal interrupted this step's evaluation: it comes first
+                self._log(f"step {self.step}: its evaluation, interrupted by a stop signal, runs first")
+                self._eval_metrics = self._pending_eval
+                self._write_record(self.evaluate(), self._pending_eval)
+                self._pending_eval = None
+                self.save_checkpoint()
+                if self.step >= cfg.total_steps:
+                    return self.finish()
+            if self.step >= cfg.total_steps:
+                self._log(f"run already complete ({self.step} steps); records in {self.records.path}")
+                return self.records.rows()
+            self._log(f"{cfg.run_id}: {len(self.train_problems)} training / {len(self.val_problems)} validation "
+                      f"problems, n={cfg.n} (n_est={cfg.n_est}) b_p={cfg.b_p} M={cfg.total_steps} steps, "
+                      f"lr={cfg.lr:.3g}, sampler={cfg.sampler}, processes={self.world}")
+            if self.step == 0 and 0 in self.eval_at:
+                self._eval_metrics = None
+                self._write_record(self.evaluate(), None)
             return self._loop()
+        except SamplingStopped:  # a stop signal mid-evaluation: the evaluation waits for the resume
+            self._stop_in_evaluation()
+            return self.records.rows()
         except BaseException:
             restore_stop_handlers(self)
             raise
+
+    def _stop_in_evaluation(self) -> None:
+        """A stop signal ended an evaluation early: after a step, checkpoint that step with its
+        evaluation pending (the resume evaluates it first, with the same seed: the same record);
+        at step 0 there is nothing to keep (the rerun starts afresh)."""
+        if self._eval_metrics is not None:
+            from isosim.files import dumps_json
+
+            self._pending_eval = json.loads(dumps_json(self._eval_metrics))
+            self.save_checkpoint()
+            kept = f"checkpoint saved at step {self.step}, its evaluation to run first on resume"
+        else:
+            kept = "nothing to keep before the first step"
+        self._log(f"stopping on signal {self._stop_signal} during the evaluation at step {self.step}: {kept}; "
+                  "rerun the same command to resume")
+        self.interrupted = True
+        self.close()
 
     def _loop(self) -> list[dict[str, Any]]:
         while self.running():
@@ -345,6 +383,7 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
         self._log_step(step_metrics)
         last = self.step >= cfg.total_steps or (cfg.budget_tokens is not None and self.tokens >= cfg.budget_tokens)
         if self.step in self.eval_at or last:
+            self._eval_metrics = step_metrics
             self._write_record(self.evaluate(), step_metrics)
         stop = self._stop_requested()
         if last or self.step % cfg.save_every == 0 or stop or self._paused():
@@ -544,9 +583,11 @@ class GRPOTrainer(PolicyUpdate, Evaluation):
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg = parse_args(argv)
-        trainer = GRPOTrainer(cfg)
-        trainer.train()
+        cfg = parse_args(argv, log=lambda s: print(s, flush=True))
+        apply_threads(cfg.model, log=lambda s: print(s, flush=True))
+        with runlog.run_lock(cfg.out, log=lambda s: print(s, flush=True)):
+            trainer = GRPOTrainer(cfg)
+            trainer.train()
         if trainer.interrupted:
             return 128 + int(trainer._stop_signal or 15)
     except IsosimError as exc:

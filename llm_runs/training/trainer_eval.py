@@ -13,13 +13,41 @@ from llm_runs.training.metrics import histogram_columns, summarize_eval
 from llm_runs.training.processes import TAG_TRAIN_EVAL, TAG_VAL, derive_seed
 
 
+EVAL_PROGRESS_S = 15.0  # seconds between the progress lines of one evaluation
+
+
 class Evaluation:
     """Mixin of :class:`llm_runs.training.train.GRPOTrainer`: evaluation points and the records they write."""
 
     def evaluate(self) -> dict[str, Any]:
-        """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram."""
+        """Validation avg@k / best@k / worst@k (unbiased, N = eval_n samples) and the pass@1 histogram.
+
+        In one process a stop signal ends the evaluation within a chunk of tokens: the sampler
+        raises ``SamplingStopped``; the trainer checkpoints the step with its evaluation pending
+        and the resume runs it first (``GRPOTrainer.train``)."""
         cfg = self.cfg
         t = time.perf_counter()
+        self._log(f"evaluating at step {self.step}: {len(self.val_problems)} validation problems x {cfg.eval_n} "
+                  f"samples of up to {cfg.eval_max_new_tokens} tokens")
+        if self.world == 1 and getattr(self, "drop_eval_on_stop", False):
+            self.sampler.should_stop = lambda: self._stop_signal is not None
+        last = [t]
+
+        def on_chunk(done: int, total: int) -> None:  # a line every EVAL_PROGRESS_S of a long evaluation
+            now = time.perf_counter()
+            if now - last[0] >= EVAL_PROGRESS_S and done < total:
+                last[0] = now
+                self._log(f"evaluating at step {self.step}: {done}/{total} samples of this process, {now - t:.0f}s")
+
+        self.sampler.on_chunk = on_chunk
+        try:
+            return self._evaluate(t)
+        finally:
+            self.sampler.should_stop = None
+            self.sampler.on_chunk = None
+
+    def _evaluate(self, t: float) -> dict[str, Any]:
+        cfg = self.cfg
         correct, val_len = self._eval_counts(self.val_prompts, [p.answer for p in self.val_problems], TAG_VAL)
         row: dict[str, Any] = summarize_eval(correct, cfg.eval_n, cfg.eval_k)
         row["val_response_len"] = val_len
