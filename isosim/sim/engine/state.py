@@ -77,7 +77,10 @@ class _Batch:
         self.any_reg = any(c.kl > 0 or c.entropy > 0 for c in cfgs)
         # per-run constants shaped for broadcasting, recomputed only when runs leave
         v = self.vec
-        self.masked = len({c.b_p for c in cfgs}) > 1  # some runs use fewer batch slots than others
+        # some run uses fewer slots than the batch is wide. The width stays the largest b_p the batch
+        # started with, so once its widest runs have left, the runs still going have padding slots
+        # even when they all share one b_p (a padded problem's KL / entropy pull is not zero)
+        self.masked = not bool(v["b_mask"].all())
         self.const = {
             "n": v["n"][:, None],
             "n_base": v["n_roll"][:, None],  # draws behind the baseline (n unless decoupled)
