@@ -10,7 +10,7 @@
 - ``studies/results/organism_long/manifest.json``: the long-budget sweeps whose records to 2e6
   are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``;
 - ``studies/results/organism_hard/manifest.json``: the second organism's (``--model organism-hard``)
-  sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap}.json``. While only its
+  sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap,_simfit}.json``. While only its
   cheap part is committed the sweep says so (``status``), and its records commit is the cheap part's.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
@@ -68,12 +68,13 @@ FAMILIES = {
     },
     f"{RESULTS}/organism_hard/manifest.json": {
         "sweeps": {"organism-hard-128": f"{RESULTS}/organism_hard/hard-128"},
-        "files": [f"{RESULTS}/organism_hard/prediction.json", f"{RESULTS}/organism_hard/prediction_cheap.json"],
+        "files": [f"{RESULTS}/organism_hard/prediction.json", f"{RESULTS}/organism_hard/prediction_cheap.json",
+                  f"{RESULTS}/organism_hard/prediction_simfit.json"],
         "keys": {},
         "status": {"organism-hard-128": (
             "cheap part only: every run paused at its first step past 5e4 rollouts (records <= 5e4); the records "
-            "to 1e6 are not committed, so the records commit is the cheap part's and the cheap readers' picks, "
-            "made from it, are not yet prospective against the full records")},
+            "to 1e6 are not committed, so the records commit is the cheap part's and the cheap readers' and the "
+            "frozen simfit method's picks, made from it, are not yet prospective against the full records")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
@@ -186,6 +187,9 @@ def reads(entry: dict, root: Path = ROOT) -> dict[str, Any]:
     if entry.get("method") == "cheap readers":  # llm_runs.organism.cheap_picks: each C read from its share of it
         return {"reads": "cheap readers", "cheap_budget": float(max(entry["cheap_budgets"])), "n_values": None,
                 "recompute": None}
+    if str(entry.get("method", "")).startswith("simfit"):  # studies/scoring/simfit_organism_hard.py: its cheap runs' n
+        return {"reads": "simfit", "cheap_budget": float(max(entry["cheap_budgets"])),
+                "n_values": sorted(int(n) for n in entry["cheap_runs"]), "recompute": None}
     if entry.get("dynamics_profile"):
         fit_path = entry["dynamics_profile"]
         fit = json.loads((root / fit_path).read_text())["fit"]

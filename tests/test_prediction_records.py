@@ -57,7 +57,7 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
         "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long",
         "organism-hard-128"}
-    assert len(PREDICTIONS) == 28
+    assert len(PREDICTIONS) == 29
     named = {p["file"] for _, _, p in PREDICTIONS}
     on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
@@ -227,3 +227,33 @@ def test_cheap_readers_picks_follow_from_their_cheap_part(item):
                 assert got["cheap_rollouts"] == want["cheap_rollouts"] and got["method"] == want["method"]
                 for n, v in want["n"].items():
                     assert got["n"][n]["expected_regret"] == pytest.approx(v["expected_regret"], abs=1e-12), (label, n)
+
+
+@pytest.mark.parametrize("item", [i for i in PREDICTIONS if i[2]["reads"] == "simfit"], ids=_ids)
+def test_simfit_picks_follow_from_their_cheap_runs(item, tmp_path):
+    """The frozen simfit method's entry, recomputed (``studies/scoring/simfit_organism_hard.py``, the
+    committed bank) from a copy of the sweep whose lines past the cheap budget are corrupted and
+    whose runs of other n hold a nonsense value at every evaluation (the script lists them, the n of the
+    grid, and reads none of their values), is the committed one."""
+    path, sweep, p = item
+    spec_ = importlib.util.spec_from_file_location("simfit_organism_hard", ROOT / "studies/scoring/simfit_organism_hard.py")
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    copy = tmp_path / "runs"
+    _corrupted_copy(ROOT / MANIFESTS[path]["sweeps"][sweep]["runs"], copy, p["cheap_budget"])
+    for cfg in copy.glob("*/config.json"):
+        if json.loads(cfg.read_text())["n"] not in p["n_values"]:
+            rec = cfg.parent / "records.jsonl"
+            rows = []
+            for line in rec.read_text().splitlines():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:  # corrupted past the cheap budget above
+                    continue
+            rec.write_text("".join(json.dumps({**r, "val_avg": -1e9 if r["val_avg"] is not None else None}) + "\n"
+                                   for r in rows))
+    committed = json.loads((ROOT / p["file"]).read_text())[p["key"]]
+    fresh = json.loads(json.dumps(mod.predict(copy)))[p["key"]]
+    assert fresh["picks"] == committed["picks"]
+    assert fresh["n_values"] == committed["n_values"]
+    assert mismatches(committed["replays"], fresh["replays"], ignored=set(), rtol=PREDICT_RTOL) == []
