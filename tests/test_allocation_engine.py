@@ -191,4 +191,4 @@ def test_explore_allocation_option(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text("{}")
     both = CliRunner().invoke(cli.app, ["explore", "--plan", str(plan), "--allocation", "band", "--out", str(tmp_path / "b")])
-    assert isinstance(both.exception, IsosimError) and "does not apply with --plan" in str(both.exception)
+    assert isinstance(both.exception, IsosimError) and "--allocation with --plan: the plan fixes" in str(both.exception)
