@@ -165,7 +165,7 @@ def test_explore_and_recommend_read_the_profile(calibrated, assets):
 
 @pytest.mark.parametrize("args,words", [
     (["--budget", "10"], ["below one step"]),
-    (["--budget", "1e5", "--max-batch", "16"], ["max batch 16", "--max-batch"]),
+    (["--budget", "1e5", "--max-batch", "15"], ["max batch 15", "--max-batch"]),  # the smallest step is B_p 8 x n 2
     (["--budget", "1e5", "--profile", "PROFILE_BAD"], ["profile file", "not valid JSON"]),
     (["--budget", "1e5", "--profile", "PROFILE_MISSING"], ["profile file", "no such file"]),
 ])

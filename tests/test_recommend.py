@@ -151,7 +151,7 @@ def test_recommend_and_validate_dry_run_agree_for_one_training_set_size(tmp_path
                           "20000", "--preset", "easy", "--quick", "--train-size", "500", "--dry-run", "--n-boot", "0",
                           "--out", str(tmp_path / "val")], cwd=root, capture_output=True, text=True, env=env)
     assert val.returncode == 0, val.stderr[-2000:]
-    first = val.stdout.splitlines()[0]
+    first = next(line for line in val.stdout.splitlines() if line.startswith("prediction"))  # after the start line
     assert f"n*(C=20000) = {r['predicted']['n_star'][-1]}," in first and "training-set size 500 (--train-size)" in first
     text = subprocess.run([sys.executable, "cli.py", "recommend", "--budget", "20000", "--quick", "--train-size", "500"],
                           cwd=root, capture_output=True, text=True, env=env).stdout

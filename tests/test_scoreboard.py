@@ -139,7 +139,7 @@ def test_the_cheap_part_reads_nothing_past_its_limit(tmp_path):
 def test_predict_cli_bad_input_is_one_line(tmp_path):
     res = subprocess.run([sys.executable, "cli.py", "predict", "--runs", str(tmp_path / "none"), "--max-rollouts",
                           "1e4", "--budget", "2e5"], cwd=ROOT, capture_output=True, text=True)
-    assert res.returncode == 2 and "no such folder" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "no such file or folder" in res.stderr and "Traceback" not in res.stderr
     res = subprocess.run([sys.executable, "cli.py", "predict", "--runs", str(EASY), "--max-rollouts", "1e4",
                           "--budget", "2e5", "--method", "magic"], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--method" in res.stderr
