@@ -5,7 +5,6 @@ plainly what they cannot know (n_sat from too few n, a metric on another scale, 
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pandas as pd
@@ -40,25 +39,7 @@ def peak_then_decline(seeds: int = 2, noise: float = 0.003, rng_seed: int = 0) -
     return pd.DataFrame(rows)
 
 
-def run(monkeypatch, capsys, *args):
-    import cli
-
-    monkeypatch.setattr(sys, "argv", ["isosim", *map(str, args)])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line_error(code, err, *words):
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("isosim: error:"), err
-    for w in words:
-        assert w in lines[0], (w, lines[0])
+from cli_helpers import one_line_error, run  # noqa: E402  (tests/cli_helpers.py)
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ solves is flagged; validate checks its inputs before any expensive work."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EASY = ROOT / "studies" / "results" / "organism" / "splits" / "easy.jsonl"
 
 
-def run(monkeypatch, capsys, *args):
-    """``isosim ARGS`` in this process: (exit code, stdout, stderr)."""
-    import cli
-
-    monkeypatch.setattr(sys, "argv", ["isosim", *map(str, args)])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line_error(code, err, *words):
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("isosim: error:"), err
-    for w in words:
-        assert w in lines[0], (w, lines[0])
+from cli_helpers import one_line_error, run  # noqa: E402  (tests/cli_helpers.py)
 
 
 # --------------------------------------------------------------------------------------------
