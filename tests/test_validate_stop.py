@@ -58,17 +58,24 @@ def _validate(org: Path, out: Path) -> list[str]:
             "--quick", "--n-boot", "0", "--out", str(out), *[a for s in sets for a in ("--set", s)]]
 
 
-def test_sigterm_mid_evaluation_stops_validate_and_its_run_and_a_rerun_resumes(quick_organism, tmp_path):
-    out = tmp_path / "v"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen(_validate(quick_organism, out), cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+def _wait_for_step_0_evaluation(proc: subprocess.Popen, out: Path) -> Path:
+    """Wait (up to 10 min) until the run's train.log says it is evaluating step 0, or ``proc`` ends;
+    the train.log's path."""
     train_log = out / "runs" / "n2_bp8_s0" / "train.log"
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
         if train_log.is_file() and "evaluating at step 0" in train_log.read_text():
             break
         time.sleep(0.05)
+    return train_log
+
+
+def test_sigterm_mid_evaluation_stops_validate_and_its_run_and_a_rerun_resumes(quick_organism, tmp_path):
+    out = tmp_path / "v"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(_validate(quick_organism, out), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    train_log = _wait_for_step_0_evaluation(proc, out)
     assert proc.poll() is None, proc.stdout.read()
     trainers = _processes_naming(str(out / "runs" / "n2_bp8_s0" / "config.json"))
     assert trainers, "the training process was not found"
@@ -101,12 +108,7 @@ def test_validate_killed_outright_takes_its_run_with_it(quick_organism, tmp_path
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     proc = subprocess.Popen(_validate(quick_organism, out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    train_log = out / "runs" / "n2_bp8_s0" / "train.log"
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        if train_log.is_file() and "evaluating at step 0" in train_log.read_text():
-            break
-        time.sleep(0.05)
+    _wait_for_step_0_evaluation(proc, out)
     assert proc.poll() is None
     assert _processes_naming(str(out / "runs"))
     proc.send_signal(signal.SIGKILL)
