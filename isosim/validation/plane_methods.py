@@ -190,3 +190,24 @@ def hindsight(replays: Sequence[Mapping[str, Any]], reading: str) -> dict[str, A
     best = min(mean, key=lambda n: (round(mean[n], 12), n))
     return {"n": best, "mean_regret": mean[best], "replays": len(replays), "per_n": {str(n): v for n, v in mean.items()},
             "note": "chosen after seeing every outcome: a reference line, not a method"}
+
+
+def _simfit_methods() -> None:
+    """The simulator calibrated on the sweep's cheap runs (:mod:`isosim.predict.simfit_frozen`):
+    every calibration the simfit study scored, its prior and tie band fitted on the other sweeps."""
+    from functools import partial
+
+    from isosim.predict import simfit_frozen as sff
+
+    for label, spec in sff.CALIBRATIONS.items():
+        cheap = ", ".join(f"n = {n} to {s:g} C" for n, s in spec["cheap"].items()) or "no run"
+        note = (f"simulator ({sff.VARIANT} bank of the sweep's setting) calibrated on {cheap}; prior and tie band from "
+                "the other sweeps' full fits" + ("; keeps the measured n when it is in the simulated tie band"
+                                                 if spec["stay"] else "")
+                + ("; the method frozen before the second learner" if label == sff.FROZEN else ""))
+        register(Method(label, partial(sff.plane_pick, label), runs=tuple(spec["cheap"]),
+                        share=max(spec["cheap"].values(), default=0.0), fit=partial(sff.plane_fit, spec["model"], spec["wide"]),
+                        kind="simfit", note=note))
+
+
+_simfit_methods()
