@@ -93,7 +93,7 @@ def recomputed(committed):
 
 @pytest.mark.parametrize("block", ["sweeps", "overall", "held_out", "all_sweeps", "hindsight", "constants", "registered", "loso",
                                    "isosim_method", "dominance", "held_out_dominance", "held_out_covers",
-                                   "prospective", "picks", "readings", "shares", "readers", "min_budget"])
+                                   "prospective", "picks", "readings", "shares", "readers", "min_budget", "simfit"])
 def test_every_block_of_the_plane_is_recomputed_from_the_records(committed, recomputed, block):
     _same(committed[block], recomputed[block], block)
 
@@ -274,3 +274,46 @@ def test_long_predictions_follow_from_the_cheap_parts(tmp_path, key):
             g = got["n"][n]
             assert g.get("expected_regret_raw", g["expected_regret"]) == pytest.approx(v["expected_regret"], abs=1e-12), (label, n)
             assert g["expected_regret"] == max(0.0, v["expected_regret"]) or g["expected_regret"] == pytest.approx(v["expected_regret"], abs=1e-12)
+
+
+def test_simfit_calibrations_on_the_plane_are_the_studys(committed):
+    """Every simfit calibration the study scored is on the plane, declared as the study declares it
+    (studies/scoring/simfit.py), and scores what the study's rows score on all nine sweeps: the plane's
+    replays, leave-one-sweep-out prior and tie band are the study's leave-one-setting-out ones."""
+    import importlib.util
+
+    from isosim.predict import simfit_frozen as sff
+
+    spec = importlib.util.spec_from_file_location("simfit_study", ROOT / "studies" / "scoring" / "simfit.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    assert study.FROZEN == sff.FROZEN and study.WIDE_LR == sff.WIDE_LR and study.PRIOR_FLOOR == sff.PRIOR_FLOOR
+    assert sorted(study.METHODS) == sorted(sff.CALIBRATIONS)
+    for label, m in study.METHODS.items():
+        c = sff.CALIBRATIONS[label]
+        assert (m["cheap"], tuple(m["free"]), m["model"], bool(m.get("wide")), bool(m.get("stay"))) == \
+            (c["cheap"], tuple(c["free"]), c["model"], c["wide"], c["stay"]), label
+        assert committed["registered"][label]["fitted_on_other_sweeps"] and committed["registered"][label]["kind"] == "simfit"
+    scores = json.loads((RESULTS / f"simfit_{sff.VARIANT}.json").read_text())["overall"]
+    plane = committed["all_sweeps"]
+    for label in sff.CALIBRATIONS:
+        assert plane[label]["replays"] == scores[label]["replays"] in (92, 120)  # 92: n = 2 not in the real sweeps
+        assert plane[label]["mean_overhead"] == pytest.approx(scores[label]["mean_overhead"], abs=1e-12)
+        for reading in ("best", "final"):
+            assert plane[label][reading]["mean_regret"] == pytest.approx(scores[label][reading]["mean_regret"], abs=1e-12)
+
+
+def test_simfit_bar_is_read_from_the_summaries(committed):
+    """The bar block says what the summaries say: the frozen calibration against a fixed n = 8 and
+    the cheap leader at 5 %, in each block and reading."""
+    bar = committed["simfit"]
+    for block, entry in bar["blocks"].items():
+        summary = committed[block]
+        for label, v in entry.items():
+            for reading in ("best", "final"):
+                reg = summary[label][reading]["mean_regret"]
+                ok = summary[label]["mean_overhead"] <= 0.05 and all(
+                    reg <= summary[b][reading]["mean_regret"] + 1e-12 for b in bar["compared_with"])
+                assert v[reading]["meets_bar"] == ok
+    nine = bar["blocks"]["all_sweeps"][bar["frozen"]]
+    assert nine["overhead"] <= 0.05 and 0 < nine["not_8"]["best"] < 120

@@ -12,7 +12,7 @@ organism sweeps and froze one (``studies/results/simfit_method.json``, commit na
 
 This module is that method as a library, for two callers: the plane
 (:mod:`isosim.validation.plane_methods` registers every calibration of :data:`CALIBRATIONS`,
-scored leave-one-sweep-out) and ``isosim recommend --runs`` with a partial cheap set (one or two n
+scored leave-one-sweep-out, with :func:`bank_of` and :func:`full_fits`) and ``isosim recommend --runs`` with a partial cheap set (one or two n
 measured, the rest simulated). Nothing here changes the frozen code: the model is
 :mod:`isosim.predict.simfit`, unchanged since the freeze, and :data:`CALIBRATIONS` is the study's
 table (a test checks they are equal).
@@ -116,6 +116,12 @@ def _bank_file(path: str) -> dict[str, Any]:
     return json.loads(Path(path).read_text())["banks"]
 
 
+def full_fits(model: str) -> dict[str, Any]:
+    """Each of the nine organism sweeps' numbers of ``model`` fitted to all its runs (the study's,
+    recomputed by its test): the material of the leave-one-sweep-out priors."""
+    return _scores()["fits"][model]
+
+
 def bank_of(sweep: str) -> dict[str, Any] | None:
     """The committed bank of a scored sweep (the nine organism sweeps', or :data:`EXTRA_BANKS`), or None."""
     if sweep in EXTRA_BANKS:
@@ -130,32 +136,6 @@ def bank_of(sweep: str) -> dict[str, Any] | None:
         return None
     bank.setdefault("n_train", bank["setting"]["n_train"])
     return bank
-
-
-def plane_fit(model: str, wide: bool, training: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """What a plane replay of a sweep may learn from the other sweeps (``training``): the prior from
-    their full fits (those of the nine calibration sweeps among them) and the tie band, 2 x their
-    mean seed se at their top budget."""
-    from isosim.validation import readings as rd
-
-    fits = _scores()["fits"][model]
-    names = sorted(k for k in training if k in fits)
-    ses = [rd.truth_at(training[k]["runs"], training[k]["max_budget"], "best")["seed_se"] for k in names]
-    return {"prior": prior_from((fits[k]["theta"] for k in names), model, wide), "band": 2 * float(np.mean(ses)),
-            "trained_on": names}
-
-
-def plane_pick(label: str, allowed: Any) -> dict[str, int] | None:
-    """A calibration's picks at one plane replay (None where the sweep has no bank)."""
-    spec = CALIBRATIONS[label]
-    bank = bank_of(allowed.sweep)
-    if bank is None or allowed.fitted is None:
-        return None
-    curves = allowed.runs[allowed.seed]
-    points = [(int(n), float(r), float(v)) for n, c in curves.items() for r, v in c]
-    got = choose(bank, points, allowed.grid, allowed.budget, allowed.fitted["prior"], spec["free"], allowed.fitted["band"],
-                 stay=tuple(spec["cheap"]) if spec["stay"] else ())
-    return {r: got[r]["pick"] for r in ("best", "final")}
 
 
 def user_setting(runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]], b_p: int, n_train: int, n_val: int,
@@ -224,10 +204,10 @@ def _nine_scores(label: str) -> dict[str, Any] | None:
 
 
 def grid_for(budget: float, b_p: int, n_values: Sequence[int] = (2, 4, 8, 16, 32, 64, 128, 256)) -> list[int]:
-    """The n a budget affords enough update steps of (the plane's rule, ``grid_at``)."""
-    from isosim.validation.adaptive.scoring import MIN_STEPS, grid_at
+    """The n a budget affords at least 20 update steps of (the plane's grid rule)."""
+    from isosim.predict.sbi import MIN_STEPS
 
-    grid = grid_at(list(n_values), budget, b_p)
+    grid = sorted(int(n) for n in n_values if budget // (b_p * n) >= MIN_STEPS)
     if not grid:
         raise IsosimError(f"--budget {budget:g} affords fewer than {MIN_STEPS} update steps of n = {min(n_values)} at B_p {b_p}")
     return grid

@@ -32,7 +32,10 @@ set is ``settings["data"]`` limited to ``settings["max_train_problems"]``); the 
 sweeps' is ``organism/profile.json`` (the T 1.0 pool; ``settings["data"]`` names the split).
 
 Constants (a fixed n, no runs: overhead 0) and the paper's n (:data:`PAPER_N`, the nearest grid n)
-are registered here; a constant whose n is not in a replay's grid is not scored there.
+are registered here; a constant whose n is not in a replay's grid is not scored there. So is every
+calibration of the simulator fitted to cheap runs (:mod:`isosim.predict.simfit_frozen`, kind
+``simfit``): its bank is the sweep's committed one (a simulation of its setting, no record), its
+prior and tie band come from the other sweeps (:func:`simfit_fit`).
 """
 
 from __future__ import annotations
@@ -192,6 +195,33 @@ def hindsight(replays: Sequence[Mapping[str, Any]], reading: str) -> dict[str, A
             "note": "chosen after seeing every outcome: a reference line, not a method"}
 
 
+def simfit_fit(model: str, wide: bool, training: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What a simfit calibration scored on a sweep learns from the other sweeps (``training``): the
+    prior from their full fits (those of the nine calibration sweeps among them) and the tie band,
+    2 x their mean seed se at their top budget."""
+    from isosim.predict import simfit_frozen as sff
+
+    fits = sff.full_fits(model)
+    names = sorted(k for k in training if k in fits)
+    ses = [rd.truth_at(training[k]["runs"], training[k]["max_budget"], "best")["seed_se"] for k in names]
+    return {"prior": sff.prior_from((fits[k]["theta"] for k in names), model, wide), "band": 2 * float(np.mean(ses)),
+            "trained_on": names}
+
+
+def simfit_pick(label: str, a: Allowed) -> dict[str, int] | None:
+    """A simfit calibration's picks at one replay (None where the sweep has no committed bank)."""
+    from isosim.predict import simfit_frozen as sff
+
+    spec = sff.CALIBRATIONS[label]
+    bank = sff.bank_of(a.sweep)
+    if bank is None or a.fitted is None:
+        return None
+    points = [(int(n), float(r), float(v)) for n, c in a.runs[a.seed].items() for r, v in c]
+    got = sff.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"],
+                     stay=tuple(spec["cheap"]) if spec["stay"] else ())
+    return {r: got[r]["pick"] for r in rd.READINGS}
+
+
 def _simfit_methods() -> None:
     """The simulator calibrated on the sweep's cheap runs (:mod:`isosim.predict.simfit_frozen`):
     every calibration the simfit study scored, its prior and tie band fitted on the other sweeps."""
@@ -205,8 +235,8 @@ def _simfit_methods() -> None:
                 "the other sweeps' full fits" + ("; keeps the measured n when it is in the simulated tie band"
                                                  if spec["stay"] else "")
                 + ("; the method frozen before the second learner" if label == sff.FROZEN else ""))
-        register(Method(label, partial(sff.plane_pick, label), runs=tuple(spec["cheap"]),
-                        share=max(spec["cheap"].values(), default=0.0), fit=partial(sff.plane_fit, spec["model"], spec["wide"]),
+        register(Method(label, partial(simfit_pick, label), runs=tuple(spec["cheap"]),
+                        share=max(spec["cheap"].values(), default=0.0), fit=partial(simfit_fit, spec["model"], spec["wide"]),
                         kind="simfit", note=note))
 
 

@@ -53,6 +53,12 @@ AUDIT = {
          "scored sweep (and its twin) is the same on every sweep (see isosim_predict_choice)"),
     "dynamics fit":
         ("isosim calibrate --dynamics on the sweep's own cheap part (every n and seed to 5 %), the presets", "yes"),
+    "simfit (every calibration; the frozen one: " + "simfit (no gap) n=8 @5% wide, stay)":
+        ("the sweep's cheap run(s) of the calibration, a bank simulated on its setting (base profile, training and "
+         "validation sizes, B_p, warm-up; no record), a prior and tie band from the other sweeps' full fits (the "
+         "scored sweep and its twin left out)",
+         "fitting yes; the choice of the frozen calibration among twelve was made after scoring all twelve on the "
+         "nine sweeps (in-sample); prospective only on the second learner (organism_hard)"),
     "the adaptive rules (rungs, windows, thresholds)":
         ("revised after replays on these sweeps (studies/LOG.md, 2026-12-04, second round)", "design in-sample"),
 }
@@ -204,4 +210,36 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
         doc["held_out_dominance"] = verdicts(doc["held_out"], chosen)
         doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in rd.READINGS}
     doc["prospective"] = prospective(results, set(long))
+    doc["simfit"] = simfit_bar(doc, rows)
     return doc
+
+
+SIMFIT_BAR = ("fixed n = 8", "cheap leader @0.05")
+"""the bar the calibrated simulator is held to: no higher mean regret than each, at overhead <= 0.05"""
+
+
+def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per block (the six 2e5 sweeps, the held-out long ones, all nine) and reading: does each simfit
+    calibration with overhead <= 0.05 have mean regret no higher than :data:`SIMFIT_BAR`'s? With
+    the replays on which it picked another n than 8 (a method that always picks 8 is the constant)."""
+    from isosim.predict import simfit_frozen as sff
+
+    out: dict[str, Any] = {"frozen": sff.FROZEN, "compared_with": list(SIMFIT_BAR), "max_overhead": 0.05, "blocks": {}}
+    for block in ("overall", "held_out", "all_sweeps"):
+        summary = doc.get(block) or {}
+        entry = {}
+        for label in sff.CALIBRATIONS:
+            if label not in summary or any(b not in summary for b in SIMFIT_BAR):
+                continue
+            v = summary[label]
+            scored = [r for r in rows if r["method"] == label and (block == "all_sweeps" or
+                                                                   doc["sweeps"][r["sweep"]]["held_out"] == (block == "held_out"))]
+            entry[label] = {"overhead": v["mean_overhead"],
+                            "not_8": {r: int(sum(x[r]["chosen"] != 8 for x in scored)) for r in rd.READINGS}}
+            for reading in rd.READINGS:
+                reg = v[reading]["mean_regret"]
+                vs = {b: reg - summary[b][reading]["mean_regret"] for b in SIMFIT_BAR}
+                entry[label][reading] = {"mean_regret": reg, "minus": vs,
+                                         "meets_bar": bool(v["mean_overhead"] <= 0.05 + 1e-12 and all(x <= 1e-12 for x in vs.values()))}
+        out["blocks"][block] = entry
+    return out
