@@ -52,6 +52,14 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
                 ax.annotate(f"{m} ({v['replays']})", (0, v[reading]["mean_regret"]), fontsize=6, xytext=(5, -2),
                             textcoords="offset points", color="tab:red")
                 continue
+            if m.startswith("simfit"):  # the simulator fitted to cheap runs: grey, the frozen one labelled
+                frozen = m == (doc.get("simfit") or {}).get("frozen")
+                ax.scatter(v["mean_overhead"], v[reading]["mean_regret"], color="dimgray", s=40 if frozen else 14,
+                           marker="P" if frozen else "o", zorder=3 if frozen else 2)
+                if frozen:
+                    ax.annotate("simfit, frozen", (v["mean_overhead"], v[reading]["mean_regret"]), fontsize=6,
+                                xytext=(3, -8), textcoords="offset points", color="dimgray")
+                continue
             color = {"cheap leader": "tab:blue", "steps": "tab:red", "steps-near": "tab:pink", "steps-offset": "tab:orange",
                      "steps-sigmoid": "tab:brown", "lc-sigmoid": "tab:purple", "sbi": "tab:green", "sbi-band": "tab:olive",
                      "sbi-band1": "tab:cyan"}.get(fam, "black")
@@ -84,8 +92,8 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
         ax.grid(alpha=0.3)
         ax.set_ylim(top=0.025)
     fig.text(0.5, 0.005, "colour: cheap leader (blue), steps (red), steps-near (pink), steps-sigmoid (brown), lc-sigmoid "
-             "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\nblack: searches and "
-             "predictions; red diamonds at overhead 0: fixed n (replays scored in brackets; an n not in a sweep's grid "
+             "(purple), sbi (green), sbi-band (olive; star: the frozen method), sbi-band1 (cyan);\ngrey: the simulator fitted "
+             "to cheap runs (simfit calibrations; plus: the frozen one); black: searches and predictions; red diamonds at overhead 0: fixed n (replays scored in brackets; an n not in a sweep's grid "
              "is not scored there);\neach reader at shares 2.5 / 5 / 10 / 20 %; points above the axes are not shown",
              ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
