@@ -10,7 +10,10 @@
 #   the model without the gap term) with the numbers of the leave-one-setting-out prior (the mean of
 #   the other settings' full fits: nothing of this sweep's records);
 # - ``flat, fitted``: the same simulator with its three numbers fitted to all of this sweep's runs
-#   (in-sample: what the mechanism can do at best).
+#   (in-sample: what the mechanism can do at best);
+# - ``flat 64, prior`` and ``flat 64, fitted``: the same two with the bank of the frozen calibration's
+#   variant (``clusters64``: 64 skill directions, ``simfit_bank_clusters64.json`` and the full fits of
+#   ``simfit_clusters64.json``).
 #
 # The simulated values are cached in the JSON with their settings; ``tests/test_curve_fidelity.py``
 # recomputes the measured side and the error arithmetic from the committed records.
@@ -38,7 +41,8 @@ from isosim.predict import curve_fidelity as cf  # noqa: E402
 from isosim.predict import simfit as sf  # noqa: E402
 
 RESULTS = ROOT / "results"
-SIMULATORS = ("profile-only", "flat, prior", "flat, fitted")
+SIMULATORS = ("profile-only", "flat, prior", "flat, fitted", "flat 64, prior", "flat 64, fitted")
+VARIANT = "clusters64"
 
 
 def prediction_config(name: str) -> dict:
@@ -78,6 +82,8 @@ def main(out: Path = RESULTS / "curve_fidelity.json") -> dict:
     sws = study.sweeps()
     banks = json.loads(study.BANK.read_text())["banks"]
     fits = json.loads((RESULTS / "simfit.json").read_text())["full_fits_no_gap"]
+    banks64 = json.loads((RESULTS / f"simfit_bank_{VARIANT}.json").read_text())["banks"]
+    fits64 = json.loads((RESULTS / f"simfit_{VARIANT}.json").read_text())["full_fits_no_gap"]
     doc = {"steps": list(cf.STEPS), "rollouts": list(cf.ROLLOUTS), "simulators": list(SIMULATORS),
            "unit": "(simulated - measured seed mean) / seed se of that n", "sweeps": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,10 +96,19 @@ def main(out: Path = RESULTS / "curve_fidelity.json") -> dict:
             curves["profile-only"], po_settings = profile_only(name, v, Path(tmp))
             curves["flat, prior"] = flat(bank, {p: prior[p][0] for p in prior}, bank["step0"], sorted(sw["runs"]))
             curves["flat, fitted"] = flat(bank, fits[name]["theta"], fits[name]["v0"], sorted(sw["runs"]))
+            bank64, prior64 = dict(banks64[v["group"]]), study.loso_prior(name, sws, fits64)
+            bank64.setdefault("n_train", bank64["setting"]["n_train"])
+            curves["flat 64, prior"] = flat(bank64, {p: prior64[p][0] for p in prior64}, bank64["step0"], sorted(sw["runs"]))
+            curves["flat 64, fitted"] = flat(bank64, fits64[name]["theta"], fits64[name]["v0"], sorted(sw["runs"]))
             entry = {"b_p": sw["b_p"], "settings": {"profile-only": po_settings,
                                                     "flat, prior": {"recipe": study.RECIPE, "theta": {p: prior[p][0] for p in prior},
                                                                     "v0": bank["step0"], "bank": v["group"]},
-                                                    "flat, fitted": {"recipe": study.RECIPE, **fits[name], "bank": v["group"]}},
+                                                    "flat, fitted": {"recipe": study.RECIPE, **fits[name], "bank": v["group"]},
+                                                    "flat 64, prior": {"recipe": study.RECIPE, "variant": VARIANT,
+                                                                       "theta": {p: prior64[p][0] for p in prior64},
+                                                                       "v0": bank64["step0"], "bank": v["group"]},
+                                                    "flat 64, fitted": {"recipe": study.RECIPE, "variant": VARIANT, **fits64[name],
+                                                                        "bank": v["group"]}},
                      "simulated": {}, "errors": {}}
             for s in SIMULATORS:
                 entry["simulated"][s] = cf.simulated_points(curves[s], sw["b_p"], meas)
