@@ -281,9 +281,12 @@ def recommend(
     method: Optional[str] = typer.Option(None, "--method", help="with --runs: how each n's cheap curve is carried to the budget (level, best-level, steps, ...; default: the best measured on the plane)"),
     reading: str = typer.Option("best", "--reading", help="with --runs: best (best validated value up to C) or final (value at C)"),
     for_: Optional[str] = typer.Option(None, "--for", help="with --runs: trl, verl or isosim: also write the pick's full-budget run in that trainer's settings (next to the isosim plan folder's runs, or <runs>-full)"),
+    val_size: Optional[int] = typer.Option(None, "--val-size", help="with --runs --profile: validation problems of the runs, where their records do not say (default 512)"),
+    warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", help="with --runs --profile: warm-up steps of the runs, where their config.json does not say (default 0)"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
-    with --runs, the n to choose from cheap runs of every n."""
+    with --runs, the n to choose from cheap runs of every n; with --runs and --profile, from cheap
+    runs of one or two n (the calibrated simulator reads them and simulates every other n)."""
     from isosim.errors import IsosimError
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
@@ -291,16 +294,23 @@ def recommend(
     if for_ is not None and runs is None:
         raise IsosimError("--for writes the pick of cheap runs: give --runs (isosim plan --for writes those runs)")
     if runs is not None:
-        given = [flag for flag, v in (("--preset", preset), ("--profile", profile), ("--train-size", problems),
-                                      ("--max-batch", max_batch), ("--gpu-hours", gpu_hours),
+        given = [flag for flag, v in (("--preset", preset), ("--max-batch", max_batch), ("--gpu-hours", gpu_hours),
                                       ("--rollouts-per-gpu-hour", rollouts_per_gpu_hour)) if v is not None]
+        if profile is None:
+            given += [flag for flag, v in (("--train-size", problems), ("--val-size", val_size),
+                                           ("--warmup-steps", warmup_steps)) if v is not None]
+        elif method is not None:
+            given.append("--method")
         if quick:
             given.append("--quick")
         if given:
-            raise IsosimError(f"--runs chooses n from the runs alone: {', '.join(given)} would be ignored "
-                              "(drop it, or drop --runs to simulate)")
+            raise IsosimError(f"--runs {'--profile calibrates the simulator on the runs' if profile else 'chooses n from the runs alone'}: "
+                              f"{', '.join(given)} would be ignored (drop it, or drop --runs to simulate)")
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
+        if profile is not None:
+            _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps)
+            return
         _recommend_runs(runs, budget, method, reading, as_json)
         if for_ is not None:
             _write_full_run(runs, budget, for_, method, reading, as_json)
@@ -345,13 +355,39 @@ def recommend(
         typer.echo(line)
 
 
-def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[str], reading: str, as_json: bool) -> None:
-    """recommend --runs --for: the pick's full-budget run in the trainer's settings."""
+def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, as_json: bool, for_: Optional[str],
+                       train_size: Optional[int], val_size: Optional[int], warmup: Optional[int]) -> None:
+    """recommend --runs --profile: one or two measured n, the others simulated (isosim.predict.partial)."""
+    from isosim.errors import IsosimError
+    from isosim.files import dumps_json
+    from isosim.predict import partial
+
+    if for_ is not None:
+        from isosim.integrations import plan as P
+
+        if for_ not in P.TRAINERS:
+            raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {for_!r}")
+    with _working("simulating every n on the runs' setting (a few seconds to two minutes)"):
+        r = partial.recommend_partial(runs, profile, budget, reading, train_size, val_size, warmup)
+    if as_json:
+        typer.echo(dumps_json(r))
+    else:
+        for line in partial.lines(r):
+            typer.echo(line)
+    if for_ is not None:
+        _write_full_run(runs, budget, for_, None, reading, as_json, r)
+
+
+def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[str], reading: str, as_json: bool,
+                    r: Optional[dict] = None) -> None:
+    """recommend --runs --for: the pick's full-budget run in the trainer's settings (``r``: the pick
+    already made, e.g. by the calibrated simulator)."""
     from isosim.files import dumps_json
     from isosim.integrations import plan_files
     from isosim.predict import choice
 
-    r = choice.recommend_runs(runs, budget, method, reading)
+    if r is None:
+        r = choice.recommend_runs(runs, budget, method, reading)
     full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget)
     lines = plan_files.full_lines(r, full, trainer)
     if as_json:

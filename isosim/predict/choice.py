@@ -225,14 +225,19 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
     reader's own."""
-    from isosim.integrations import load_runs
+    from isosim.integrations import default_metric, load_runs
     from isosim.predict import from_runs
+    from isosim.predict.partial import measured_n
 
+    df, _ = load_runs(path)
+    ns = measured_n(df, default_metric(df))
+    if len(ns) == 1:
+        raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
+                          "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
     out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading)
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
-    df, _ = load_runs(path)
     by_seed, _, _ = from_runs.cheap_curves(df, out["metric"])
     by_seed = {s: runs for s, runs in by_seed.items() if s in {int(x) for x in out["seeds"]}}
     reg = cheap_regime(by_seed, out["cheap_rollouts"], reading)

@@ -1,0 +1,196 @@
+"""``isosim recommend --runs DIR --profile FILE``: a partial cheap set (one or two n) read by the
+calibrated simulator (isosim.predict.partial on isosim.predict.simfit_frozen), every other n simulated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import one_line_error, run
+
+from isosim.predict import partial
+from isosim.predict import simfit_frozen as sff
+from isosim.sim.config import SimConfig
+from isosim.sim.engine import simulate
+from isosim.sim.presets import get_preset
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "studies" / "results"
+BUDGET = 2e4
+COLS = ["run_id", "n", "b_p", "seed", "step", "rollouts", "val_avg", "n_train", "n_val"]
+
+
+def _write(root: Path, rows_by_run: dict[str, list[dict]], warmup: int | None = 2) -> Path:
+    for name, rows in rows_by_run.items():
+        d = root / name
+        d.mkdir(parents=True)
+        d.joinpath("records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if warmup is not None:
+            d.joinpath("config.json").write_text(json.dumps({"recipe": "hard", "warmup_steps": warmup}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def cheap(tmp_path_factory):
+    """Cheap runs simulated with the flat preset to 5 % of C = 2e4: n = 8 (seeds 0, 1) and n = 2 (seed 0)."""
+    from isosim.sim.profiles import write_profile
+
+    root = tmp_path_factory.mktemp("partial")
+    rates = np.random.default_rng(1).uniform(0.0, 0.2, 300)
+    profile = write_profile(root / "profile.json", rates, k=16)
+    base = {**get_preset("hard-flat"), "profile": str(profile), "n_train": 128, "n_val": 64, "b_p": 16, "warmup": 2,
+            "eval_points": 8, "budget": 0.05 * BUDGET}
+    cfgs = [SimConfig(**{**base, "n": n, "seed": s}) for n, s in ((8, 0), (8, 1), (2, 0))]
+    df = simulate(cfgs)
+    rows = {f"n{c.n}_s{c.seed}": df[df["run_id"] == c.run_id][COLS].to_dict("records") for c in cfgs}
+    one = _write(root / "one", {k: v for k, v in rows.items() if k.startswith("n8")})
+    two = _write(root / "two", rows)
+    return {"root": root, "profile": profile, "one": one, "two": two, "rows": rows}
+
+
+def _json(monkeypatch, capsys, runs, profile, budget=BUDGET):
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--profile", profile, "--budget", budget,
+                         "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatch, capsys):
+    r = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
+    grid = sff.grid_for(BUDGET, 16)
+    assert r["grid"] == grid == [2, 4, 8, 16, 32]
+    last = max(row["rollouts"] for row in cheap["rows"]["n8_s0"])
+    assert r["measured"] == {"8": last} and 0 < last <= 0.05 * BUDGET
+    assert r["simulated"] == [2, 4, 16, 32]
+    assert r["n"]["8"] == {**r["n"]["8"], "status": "measured", "seeds": [0, 1], "measured_to": last}
+    assert all(r["n"][str(n)]["status"] == "simulated" and r["n"][str(n)]["measured_to"] is None for n in (2, 4, 16, 32))
+    assert r["method"] == sff.FROZEN and r["frozen"] is True
+    assert r["frozen_commit"] == json.loads(sff.FROZEN_FILE.read_text())["commit"]
+    assert r["pick"] in grid and r["pick"] in r["tie_band"] and r["pick"] == r["best"]["pick"]
+    assert r["pick_other_reading"] == {"final": r["final"]["pick"]}
+    assert r["setting"] == {"b_p": 16, "n_train": 128, "n_val": 64, "warmup": 2}
+    assert r["setting_from"]["n_train"] == "records (n_train)" and r["setting_from"]["warmup"].startswith("config.json")
+    s = r["scores_nine_sweeps"]
+    assert s["best"] == pytest.approx(json.loads(sff.FROZEN_FILE.read_text())["methods"][sff.FROZEN]["nine_sweeps"]["best"]["mean_regret"])
+    assert f"{s['best']:.4f} vs {s['fixed n = 8']['best']:.4f}" in r["note"] and "marginally" in r["note"]
+    # the text names each n measured or simulated, the frozen commit and the nine-sweep numbers
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", cheap["one"], "--profile", cheap["profile"],
+                         "--budget", BUDGET, "--reading", "final")
+    assert code == 0, err
+    assert f"pick n = {r['final']['pick']} (final reading); best reading: n = {r['best']['pick']}" in out
+    assert "n =    8: measured to" in out and "(seeds 0, 1)" in out and "n =   32: simulated;" in out
+    assert r["frozen_commit"][:7] in out and "a simulation from cheap runs of one n (4 n simulated)" in out
+
+
+def test_two_n_is_the_two_run_calibration_and_says_it_is_worse_than_n_8(cheap, monkeypatch, capsys):
+    r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
+    assert r["method"] == sff.TWO_RUNS and r["frozen"] is False
+    assert set(r["measured"]) == {"2", "8"} and r["simulated"] == [4, 16, 32]
+    assert r["n"]["2"]["seeds"] == [0] and r["n"]["8"]["seeds"] == [0, 1]
+    assert r["pick"] in r["grid"] and "above a fixed n = 8's" in r["note"]
+    # the exponent is fitted with two n (the frozen method keeps the prior's)
+    prior = json.loads(sff.FROZEN_FILE.read_text())["prior_for_a_new_learner"]["prior"]
+    assert r["theta"]["power"] != pytest.approx(prior["power"][0], abs=1e-9)
+
+
+def test_the_measured_points_move_the_fit(cheap, tmp_path):
+    """Cheap runs with three times the gain are read with a higher ceiling, from the same bank."""
+    plain = partial.recommend_partial(cheap["one"], cheap["profile"], BUDGET)
+    steep = {}
+    for name in ("n8_s0", "n8_s1"):
+        rows = cheap["rows"][name]
+        v0 = rows[0]["val_avg"]
+        steep[name] = [{**row, "val_avg": v0 + 3 * (row["val_avg"] - v0)} for row in rows]
+    got = partial.recommend_partial(_write(tmp_path / "steep", steep), cheap["profile"], BUDGET)
+    assert got["theta"]["log_h"] > plain["theta"]["log_h"] + 0.3
+    assert got["n"]["8"]["predicted_gain"]["best"] > 1.5 * plain["n"]["8"]["predicted_gain"]["best"]
+
+
+def test_for_trl_writes_the_picks_full_run(cheap, tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(cheap["one"], runs)
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--profile", cheap["profile"],
+                         "--budget", BUDGET, "--for", "trl")
+    assert code == 0, err
+    pick = int(out.split("pick n = ")[1].split()[0])
+    assert f"full run for trl: n = {pick}, B_p = 16, {int(BUDGET // (16 * pick))} steps" in out
+    assert (tmp_path / "runs-full" / f"full-n{pick}" / "config.yaml").is_file()
+
+
+def test_organism_hard_cheap_run_matches_the_committed_prediction(tmp_path, monkeypatch, capsys):
+    """organism-hard-128's seed-0 n = 8 records <= 5e3 at C = 1e5: the setting read from the run folder
+    is the committed bank's, and the pick and fit are user_pick's and prediction_simfit.json's."""
+    src = RESULTS / "organism_hard" / "hard-128" / "n8_bp16_s0"
+    dst = tmp_path / "runs" / src.name
+    dst.mkdir(parents=True)
+    shutil.copy(src / "config.json", dst)
+    lines = [x for x in (src / "records.jsonl").read_text().splitlines() if json.loads(x)["rollouts"] <= 5e3]
+    dst.joinpath("records.jsonl").write_text("\n".join(lines) + "\n")
+    bank = sff.bank_of("organism_hard/hard-128")
+    seen = []
+
+    def committed(profile, setting, n_values, budget, seeds=None):
+        seen.append(dict(setting))
+        assert set(n_values) <= {int(n) for n in bank["curves"]}
+        return bank
+
+    partial._bank.cache_clear()
+    monkeypatch.setattr(sff, "user_bank", committed)
+    r = _json(monkeypatch, capsys, tmp_path / "runs", RESULTS / "organism_hard" / "profile_t06.json", 1e5)
+    partial._bank.cache_clear()
+    assert seen == [{k: bank["setting"][k] for k in ("b_p", "n_train", "n_val", "warmup")}]
+    curves = {8: {0: [(json.loads(x)["rollouts"], json.loads(x)["val_avg"]) for x in lines]}}
+    direct = sff.user_pick(bank, curves, sff.grid_for(1e5, 16), 1e5)
+    for reading in ("best", "final"):  # the records' loader rounds values at 1e-15
+        got, want = r[reading], direct[reading]
+        assert {k: got[k] for k in ("pick", "simulator_best", "within_band")} == {
+            k: want[k] for k in ("pick", "simulator_best", "within_band")}
+        assert got["predicted_gain"] == pytest.approx(want["predicted_gain"], rel=1e-9)
+    assert r["theta"] == pytest.approx(direct["theta"], rel=1e-9)
+    study = json.loads((RESULTS / "organism_hard" / "prediction_simfit.json").read_text())["organism-hard-128"]
+    rep = next(x for x in study["replays"] if x["budget"] == 1e5 and x["seed"] == 0)
+    assert r["theta"] == pytest.approx(rep["theta"]) and r["pick"] == rep["best"]["pick"] == 8
+    assert r["final"]["pick"] == rep["final"]["pick"]
+
+
+def _fake(root: Path, runs: dict[str, tuple[int, int, list[tuple[float, float]]]]) -> Path:
+    return _write(root, {name: [{"run_id": name, "n": n, "b_p": b_p, "seed": 0, "step": i, "rollouts": r, "val_avg": v,
+                                 "n_train": 128, "n_val": 64} for i, (r, v) in enumerate(pts)]
+                         for name, (n, b_p, pts) in runs.items()})
+
+
+CURVE = [(0.0, 0.1), (256.0, 0.12), (512.0, 0.15)]
+
+
+@pytest.mark.parametrize("case, extra, words", [
+    ("step0", [], ["no evaluation after step 0"]),
+    ("one", ["--budget", "300"], ["past the budget"]),
+    ("one", ["--budget", "600"], ["--budget 600", "fewer than 20 update steps"]),
+    ("three", [], ["--profile goes with one or two measured n", "3"]),
+    ("bp", [], ["several B_p"]),
+    ("one", ["--method", "level"], ["--method", "would be ignored"]),
+    ("one", ["--train-size", "256"], ["--train-size 256 contradicts", "128"]),
+    ("one", ["--reading", "last"], ["reading"]),
+])
+def test_bad_partial_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys, case, extra, words):
+    from isosim.sim.profiles import write_profile
+
+    profile = write_profile(tmp_path / "p.json", np.full(200, 0.1), k=8)
+    sets = {"step0": {"n8": (8, 16, [(0.0, 0.1)])}, "one": {"n8": (8, 16, CURVE)},
+            "three": {f"n{n}": (n, 16, CURVE) for n in (2, 8, 32)},
+            "bp": {"n8": (8, 16, CURVE), "n2": (2, 32, CURVE)}}
+    runs = _fake(tmp_path / "runs", sets[case])
+    args = ["--budget", "2e4", *extra] if "--budget" not in extra else extra
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--profile", profile, *args)
+    one_line_error(code, err, *words)
+
+
+def test_one_n_without_profile_is_refused(tmp_path, monkeypatch, capsys):
+    runs = _fake(tmp_path / "runs", {"n8": (8, 16, CURVE)})
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "2e4")
+    one_line_error(code, err, "one n (n = 8)", "--profile")
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "2e4", "--val-size", "50")
+    one_line_error(code, err, "--val-size", "would be ignored")
