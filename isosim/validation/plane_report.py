@@ -224,7 +224,8 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
     the replays on which it picked another n than 8 (a method that always picks 8 is the constant)."""
     from isosim.predict import simfit_frozen as sff
 
-    out: dict[str, Any] = {"frozen": sff.FROZEN, "compared_with": list(SIMFIT_BAR), "max_overhead": 0.05, "blocks": {}}
+    out: dict[str, Any] = {"frozen": sff.FROZEN, "frozen_at": sff.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
+                           "max_overhead": 0.05, "blocks": {}}
     for block in ("overall", "held_out", "all_sweeps"):
         summary = doc.get(block) or {}
         entry = {}
