@@ -33,6 +33,12 @@ def _write(root: Path, rows_by_run: dict[str, list[dict]], warmup: int | None = 
     return root
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    """Banks are kept in the recommend cache: one per module here, never the user's home."""
+    monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path_factory.getbasetemp() / "isosim-cache"))
+
+
 @pytest.fixture(scope="module")
 def cheap(tmp_path_factory):
     """Cheap runs simulated with the flat preset to 5 % of C = 2e4: n = 8 (seeds 0, 1) and n = 2 (seed 0)."""
@@ -194,3 +200,24 @@ def test_one_n_without_profile_is_refused(tmp_path, monkeypatch, capsys):
     one_line_error(code, err, "one n (n = 8)", "--profile")
     code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "2e4", "--val-size", "50")
     one_line_error(code, err, "--val-size", "would be ignored")
+
+
+def test_a_bank_is_simulated_once_and_read_back(cheap, tmp_path, monkeypatch, capsys):
+    """The second call with the same inputs reads the cached bank (no simulation); a damaged entry
+    is simulated again."""
+    monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path / "cache"))
+    partial._bank.cache_clear()
+    first = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
+    files = list((tmp_path / "cache").rglob("simfit_banks/*.json"))
+    assert len(files) == 1
+    partial._bank.cache_clear()
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated although cached")
+    monkeypatch.setattr(sff, "user_bank", no_simulation)
+    again = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
+    assert again.pop("bank_seconds") < first.pop("bank_seconds") and again == first
+    files[0].write_text("{not json")
+    partial._bank.cache_clear()
+    with pytest.raises(AssertionError, match="simulated although cached"):
+        partial.recommend_partial(cheap["one"], cheap["profile"], BUDGET)

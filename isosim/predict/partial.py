@@ -122,14 +122,34 @@ def _profile_key(profile: str | Path) -> str:
     return hashlib.sha256(Path(profile).read_bytes()).hexdigest()
 
 
+def bank_path(digest: str, setting: Mapping[str, Any], ns: tuple[int, ...], budget: float) -> Path:
+    """Where a bank of these inputs is kept between calls: the recommend cache (``ISOSIM_CACHE``),
+    named by a hash of the profile's bytes, the setting, the n, the budget and the frozen method."""
+    from isosim.predict.recommend import cache_dir
+
+    key = json.dumps({"profile": digest, "setting": dict(sorted(setting.items())), "n": list(ns), "budget": float(budget),
+                      "frozen": sff.frozen()["commit"], "variant": sff.VARIANT}, sort_keys=True)
+    return cache_dir() / "simfit_banks" / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+
+
 @lru_cache(maxsize=4)
 def _bank(profile: str, digest: str, setting: tuple, ns: tuple[int, ...], budget: float) -> dict[str, Any]:
-    return sff.user_bank(profile, dict(setting), ns, budget)
+    from isosim.files import write_json
+
+    path = bank_path(digest, dict(setting), ns, budget)
+    if path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass  # a damaged cache entry is simulated again and overwritten
+    bank = sff.user_bank(profile, dict(setting), ns, budget)
+    write_json(path, bank, indent=None)
+    return bank
 
 
 def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], budget: float) -> dict[str, Any]:
-    """:func:`isosim.predict.simfit_frozen.user_bank`, kept for the process (same profile bytes,
-    setting, n and budget: same bank)."""
+    """:func:`isosim.predict.simfit_frozen.user_bank`, kept between calls (same profile bytes,
+    setting, n, budget and frozen method: the same bank, read from the cache; written atomically)."""
     return _bank(str(profile), _profile_key(profile), tuple(sorted(setting.items())), tuple(ns), float(budget))
 
 
