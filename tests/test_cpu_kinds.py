@@ -52,7 +52,7 @@ def test_the_cpu_sensitive_tests_are_marked():
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     files = {line.split("::")[0] for line in res.stdout.splitlines() if "::" in line}
     assert files >= {f"tests/{name}" for name in (
-        "test_organism_shipped.py", "test_presimulated.py", "test_published_numbers.py",
+        "test_organism_shipped.py", "test_organism_hard_shipped.py", "test_presimulated.py", "test_published_numbers.py",
         "test_prediction_records.py")}, files
 
 

@@ -82,6 +82,7 @@ def test_pool_is_the_builds_pool_and_the_splits_come_from_it():
     assert sum(v <= 1 / 16 for v in rate.values()) == len(hard)
 
 
+@pytest.mark.cpu_sensitive
 def test_shipped_weights_reproduce_the_reference():
     want = json.loads(REFERENCE.read_text())
     card = json.loads((SHIPPED / "organism.json").read_text())
