@@ -11,6 +11,9 @@ For a sweep of runs ``runs[n][seed]`` (curves of (rollouts, value)) trained to a
   of near-tied n cross back and forth; the tie band does not);
 - the cheap runs' leader (every n run to a share of the top budget, the best last value, one seed's
   runs at a time, as the plane replays it) and its regret at the top budget, in seed se;
+- the test of budget dependence (:func:`slope`): the least-squares slope of log2 n* against
+  log10 C over the budgets of the n* table, with a seed-bootstrap interval (each n's seeds
+  resampled with replacement, independently of the other n's);
 - why n* moves or not (:func:`plateaus`): each n's peak, where it is reached, and every n's value
   at matched update steps. Larger n can only overtake by climbing higher, or by falling more
   slowly after the peak; if the peaks are tied and reached early, more budget cannot help it.
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from isosim.errors import IsosimError
 from isosim.validation import readings as rd
 from isosim.validation.adaptive.replay import informed_choice
 
@@ -96,6 +100,53 @@ def measure(runs: Runs, at: Sequence[float], reading: str, share: float = 0.05, 
             "cheap_leader": {"share": share, "budget": share * top, "per_seed": leader,
                              "mean_regret": float(np.mean([x["regret"] for x in leader])),
                              "mean_regret_in_se": float(np.mean([x["regret_in_se"] for x in leader]))}}
+
+
+def nstar_slope(budgets: Sequence[float], n_stars: Sequence[int]) -> float:
+    """Least-squares slope of log2 n* against log10 C (octaves of n* per decade of budget)."""
+    x, y = np.log10(np.asarray(budgets, float)), np.log2(np.asarray(n_stars, float))
+    xc = x - x.mean()
+    return float(xc @ (y - y.mean()) / (xc @ xc))
+
+
+def seed_values(runs: Runs, budgets: Sequence[float], reading: str) -> tuple[list[int], list[np.ndarray]]:
+    """The grid's n (ascending) and, per n, its seeds' values at each budget (seeds x budgets)."""
+    ns = sorted(int(n) for n in runs)
+    return ns, [np.array([[rd.value_at(c, b, reading) for b in budgets] for _, c in sorted(runs[n].items())])
+                for n in ns]
+
+
+def slope(runs: Runs, budgets: Sequence[float], reading: str, n_boot: int, rng: np.random.Generator,
+          level: float = 0.95) -> dict[str, Any]:
+    """:func:`nstar_slope` of the measured n*(C) (:func:`isosim.validation.readings.truth_at`'s best
+    n at each budget) and its seed-bootstrap interval: ``n_boot`` resamples, each n's seeds drawn
+    with replacement independently of the other n's, n* recomputed at every budget (ties to the
+    smaller n, as ``truth_at``) and the slope refitted; the percentile interval at ``level``."""
+    rd.check_reading(reading)
+    if len(budgets) < 2:
+        raise IsosimError("the slope of n*(C) needs at least two budgets")
+    point_n = [rd.truth_at(runs, b, reading)["best"] for b in budgets]
+    ns, vals = seed_values(runs, budgets, reading)
+    if any(not np.all(np.isfinite(v)) for v in vals):
+        raise IsosimError(f"every run must reach {max(budgets):.3g} rollouts for the slope's bootstrap")
+    means = []
+    for v in vals:  # each n's seeds resampled on their own
+        idx = rng.integers(0, len(v), size=(n_boot, len(v)))
+        means.append(v[idx].mean(axis=1))  # n_boot x budgets
+    picks = np.asarray(ns)[np.argmax(np.stack(means), axis=0)]  # the first maximum: the smaller n
+    x = np.log10(np.asarray(budgets, float))
+    xc = x - x.mean()
+    y = np.log2(picks.astype(float))
+    slopes = (y - y.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(slopes, [tail, 100 - tail])
+    return {"point": nstar_slope(budgets, point_n), "n_star": [int(n) for n in point_n],
+            "interval": [float(lo), float(hi)], "level": level, "resamples": int(n_boot),
+            "share_above_zero": float(np.mean(slopes > 1e-12)), "share_zero": float(np.mean(np.abs(slopes) <= 1e-12)),
+            "share_below_zero": float(np.mean(slopes < -1e-12)),
+            "seeds_per_n": {str(n): int(len(v)) for n, v in zip(ns, vals)},
+            "what": "least-squares slope of log2 n* against log10 C (octaves per decade) over "
+                    + ", ".join(f"{b:.3g}" for b in budgets)}
 
 
 def plateaus(runs: Runs, b_p: int, steps: Sequence[int] = (25, 50, 100, 200, 400, 800)) -> dict[str, Any]:

@@ -1,0 +1,267 @@
+"""The second learner's sweep read out: ``studies/results/organism_hard/measured.json``.
+
+For the sweep of ``--model organism-hard`` (its hard split, 128 training problems, T 0.6,
+n = 2..256, B_p 16, seeds 0 and 1, 1e6 rollouts a run), in both readings
+(:mod:`isosim.validation.readings`):
+
+- n* with its tie band (n within 2 seed se of the best) at 1e4, 3e4, 1e5, 3e5 and 1e6 rollouts,
+  the path of n*(C) (the crossing budgets: where the best n changes) and the cheap leader's
+  regret at the top budget (:func:`isosim.validation.crossing.measure`);
+- the test of budget dependence: the slope of log2 n* against log10 C over those budgets, with a
+  seed-bootstrap interval (:func:`isosim.validation.crossing.slope`);
+- every committed prediction of the sweep (the entries its ``manifest.json`` lists: the
+  profile-only prediction in both readings and its frontier n*, fixed n = 8, the frozen
+  ``sbi-band`` reader and the cheap leader at 5 % of C, the frozen simfit method per seed) scored
+  at its budget in each reading: regret (seed-mean value of the best n minus the pick's), regret
+  in seed se, within 2 se, in the tie band.
+
+    python studies/organism/organism_hard_measure.py                 # every run at 1e6: the committed file
+    python studies/organism/organism_hard_measure.py --partial --out /tmp/partial.json   # runs still training
+
+Without ``--partial`` it refuses (one line, exit 2) while any run is short of the largest budget.
+With it, the output goes only to the ``--out`` named (never the committed path), is marked
+partial, and holds the budgets every run has reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # isosim from this tree
+
+from isosim.errors import IsosimError  # noqa: E402
+from isosim.files import write_json  # noqa: E402
+from isosim.validation import crossing  # noqa: E402
+from isosim.validation import readings as rd  # noqa: E402
+from isosim.validation.adaptive import load_sweep  # noqa: E402
+
+RESULTS = ROOT / "studies" / "results" / "organism_hard"
+COMMITTED = RESULTS / "measured.json"
+MANIFEST = RESULTS / "manifest.json"
+SWEEP = "organism-hard-128"
+BUDGETS = (1e4, 3e4, 1e5, 3e5, 1e6)
+N_BOOT = 4000
+BOOT_SEED = 0
+SHARE = 0.05
+BOOT_NOTE = ("each n's seeds are resampled with replacement, independently of the other n's; with 2 seeds per n a "
+             "resample of one n is one of 4 seed pairs, two of them one seed twice (no spread): the interval is "
+             "coarse, a statement about these two seeds, not a confidence interval of the learner's slope")
+
+
+def _rel(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def short_runs(runs: Mapping[int, Mapping[int, rd.Curve]], budget: float) -> dict[str, float]:
+    """Runs with no value at ``budget`` (ending more than the readings' tolerance short of it):
+    ``nN_sS`` -> their last rollouts."""
+    return {f"n{n}_s{s}": float(c[-1][0]) for n, seeds in sorted(runs.items()) for s, c in sorted(seeds.items())
+            if math.isnan(rd.final_at(c, budget))}
+
+
+def measure(runs: Mapping[int, Mapping[int, rd.Curve]], budgets: Sequence[float], n_boot: int, boot_seed: int,
+            share: float = SHARE) -> dict[str, Any]:
+    """Per reading: :func:`isosim.validation.crossing.measure` at ``budgets`` and the slope of
+    log2 n* against log10 C with its seed bootstrap (``n_boot`` resamples, RNG seeded
+    ``boot_seed``, one generator per reading)."""
+    out = {}
+    for i, reading in enumerate((rd.HEADLINE, *[r for r in rd.READINGS if r != rd.HEADLINE])):
+        m = crossing.measure(runs, budgets, reading, share)
+        m["slope"] = crossing.slope(runs, budgets, reading, n_boot, np.random.default_rng([boot_seed, i]))
+        m["slope"]["note"] = BOOT_NOTE
+        m["crossings"] = [{"budget": p["from_budget"], "n_star": p["n_star"]} for p in m["n_star_path"][1:]]
+        out[reading] = m
+    return out
+
+
+def _entry_sha256(entry: Any) -> str:
+    return hashlib.sha256(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _nearest(budgets: Sequence[float], picks: Sequence[Any], budget: float) -> int:
+    return int(picks[int(np.argmin(np.abs(np.log(budgets) - math.log(budget))))])
+
+
+def picks_of(entry: Mapping[str, Any], reads: str) -> list[dict[str, Any]]:
+    """Every pick a committed prediction entry makes: label, reading, budget, n (the manifest's
+    ``reads`` names the entry's kind, ``scripts/prediction_manifest.py``)."""
+    out = []
+
+    def add(label: str, reading: str, budgets: Sequence[float], ns: Sequence[Any]) -> None:
+        out.extend({"label": label, "reading": reading, "budget": float(b), "pick": int(n)} for b, n in zip(budgets, ns))
+
+    if reads == "profile only":
+        for reading in rd.READINGS:
+            table = entry["readings"][reading]
+            add("profile-only (simulated sweep's n*)", reading, [t["budget"] for t in table], [t["n_star"] for t in table])
+            budgets = [t["budget"] for t in table]
+            add("profile-only (frontier n*)", reading, budgets,
+                [_nearest(entry["budgets"], entry["n_star"], b) for b in budgets])
+            fixed = entry.get("fixed_n")
+            if fixed:
+                add(f"fixed n = {fixed['n']}", reading, fixed["budgets"], [fixed["n"]] * len(fixed["budgets"]))
+    elif reads == "cheap readers":
+        for label, per in entry["picks"].items():
+            for reading in rd.READINGS:
+                add(f"{label} @{entry['share']:g}", reading, entry["budgets"], per[reading])
+    elif reads == "simfit":
+        for reading in rd.READINGS:
+            for seed, ns in sorted(entry["picks"][reading].items()):
+                add(f"{entry['method']} ({seed})", reading, entry["budgets"], ns)
+    else:
+        raise IsosimError(f"a prediction that reads {reads!r} is not one this read-out knows how to score")
+    return out
+
+
+def committed_predictions(manifest: Path, sweep: str, root: Path = ROOT) -> list[dict[str, Any]]:
+    """Every pick of every prediction entry ``manifest`` lists for ``sweep`` (files named relative
+    to ``root``), each entry checked against the manifest's hash of it."""
+    doc = json.loads(Path(manifest).read_text())
+    if sweep not in doc.get("sweeps", {}):
+        raise IsosimError(f"{manifest}: no sweep {sweep!r} (it has {', '.join(doc.get('sweeps', {})) or 'none'})")
+    out = []
+    for p in doc["sweeps"][sweep]["predictions"]:
+        entry = json.loads((Path(root) / p["file"]).read_text())[p["key"]]
+        if _entry_sha256(entry) != p["entry_sha256"]:
+            raise IsosimError(f"{p['file']} [{p['key']}] is not the entry {manifest} records (its hash differs)")
+        for pick in picks_of(entry, p["reads"]):
+            out.append({"file": p["file"], "reads": p["reads"], "prospective": p.get("prospective"), **pick})
+    return out
+
+
+def score(runs: Mapping[int, Mapping[int, rd.Curve]], picks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each pick against the measured truth at its budget and reading; picks at budgets some run
+    has not reached are listed apart."""
+    scored, pending, truths = [], [], {}
+    for p in picks:
+        key = (p["budget"], p["reading"])
+        if short_runs(runs, p["budget"]):
+            pending.append(dict(p))
+            continue
+        if key not in truths:
+            truths[key] = rd.truth_at(runs, p["budget"], p["reading"])
+        t = truths[key]
+        if str(p["pick"]) not in t["mean"]:
+            raise IsosimError(f"{p['label']} picks n = {p['pick']}, which the sweep did not run")
+        r = rd.regret(t, p["pick"])
+        scored.append({**p, "best_n": t["best"], "tie_band": t["tie_band"], "regret": r["regret"],
+                       "seed_se": r["seed_se"], "regret_in_se": r["regret"] / r["seed_se"] if r["seed_se"] > 0 else math.nan,
+                       "within_2se": r["within_2se"], "in_tie_band": r["in_tie_band"]})
+    summary = {}
+    for label in dict.fromkeys(s["label"] for s in scored):
+        for reading in rd.READINGS:
+            rs = [s for s in scored if s["label"] == label and s["reading"] == reading]
+            if rs:
+                summary.setdefault(label, {})[reading] = {
+                    "budgets": [s["budget"] for s in rs], "mean_regret": float(np.mean([s["regret"] for s in rs])),
+                    "mean_regret_in_se": float(np.mean([s["regret_in_se"] for s in rs])),
+                    "in_tie_band": int(sum(s["in_tie_band"] for s in rs))}
+    return {"scored": scored, "summary": summary, "not_reached": pending}
+
+
+def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = False, manifest: Path | None = MANIFEST,
+          sweep: str = SWEEP, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED, root: Path = ROOT) -> dict[str, Any]:
+    """measured.json's content for the runs under ``folder`` (see the module docstring; the
+    manifest's files are named relative to ``root``)."""
+    budgets = sorted(float(b) for b in budgets)
+    sw = load_sweep(folder)
+    runs = sw["runs"]
+    short = short_runs(runs, budgets[-1])
+    doc: dict[str, Any] = {"sweep": sweep, "runs_folder": _rel(folder), "partial": bool(short)}
+    if short and not partial:
+        raise IsosimError(f"{len(short)} run(s) short of {budgets[-1]:.3g} rollouts (e.g. "
+                          f"{', '.join(f'{k} at {v:.3g}' for k, v in list(short.items())[:3])}); "
+                          "rerun when they finish, or pass --partial --out PATH")
+    kept = [b for b in budgets if not short_runs(runs, b)]
+    if short:
+        doc["partial_note"] = (f"PARTIAL: {len(short)} run(s) still short of {budgets[-1]:.3g} rollouts; read at the "
+                               f"budgets every run has reached ({', '.join(f'{b:.3g}' for b in kept) or 'none'}); "
+                               "not the committed read-out")
+        doc["runs_short"] = short
+        doc["budgets_left_out"] = [b for b in budgets if b not in kept]
+    if len(kept) < 2:
+        raise IsosimError(f"fewer than two of the budgets {', '.join(f'{b:.3g}' for b in budgets)} are reached by "
+                          "every run: no n*(C) to read")
+    doc.update({"budgets": kept, "n_values": sorted(runs), "seeds": sw["seeds"], "b_p": sw["b_p"],
+                "readings": measure(runs, kept, n_boot, boot_seed)})
+    if manifest is not None:
+        doc["predictions"] = score(runs, committed_predictions(manifest, sweep, root))
+    doc["bootstrap"] = {"resamples": n_boot, "rng_seed": [boot_seed, "reading index (best 0, final 1)"]}
+    return doc
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise IsosimError(f"--budgets takes budgets separated by commas, e.g. 1e4,3e4,1e5; got {text!r}") from None
+    if len(vals) < 2 or any(v <= 0 for v in vals):
+        raise IsosimError(f"--budgets needs at least two positive budgets, got {text!r}")
+    return vals
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", default=str(RESULTS / "hard-128"), help="the sweep's folder of nN_bpB_sS runs")
+    p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS))
+    p.add_argument("--manifest", default=str(MANIFEST), help="the predictions to score; 'none': score none")
+    p.add_argument("--sweep", default=SWEEP, help="the sweep's key in the manifest")
+    p.add_argument("--n-boot", type=int, default=N_BOOT)
+    p.add_argument("--boot-seed", type=int, default=BOOT_SEED)
+    p.add_argument("--partial", action="store_true", help="read runs still short of the largest budget (needs --out)")
+    p.add_argument("--out", default="", help=f"where to write (default {_rel(COMMITTED)}; with --partial: required)")
+    a = p.parse_args(argv)
+    try:
+        out = Path(a.out) if a.out else COMMITTED
+        if a.partial and (not a.out or out.resolve() == COMMITTED.resolve()):
+            raise IsosimError(f"--partial writes only to an --out path of your own, never {_rel(COMMITTED)}")
+        if a.n_boot < 100:
+            raise IsosimError(f"--n-boot must be at least 100, got {a.n_boot}")
+        folder = Path(a.runs)
+        if not folder.is_dir():
+            raise IsosimError(f"--runs {folder}: no such folder")
+        doc = build(folder, _floats(a.budgets), a.partial, None if a.manifest == "none" else Path(a.manifest),
+                    a.sweep, a.n_boot, a.boot_seed)
+    except IsosimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    doc["command"] = "python studies/organism/organism_hard_measure.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_json(out, doc)
+    report(doc, out)
+    return 0
+
+
+def report(doc: Mapping[str, Any], out: Path) -> None:
+    if doc["partial"]:
+        print(doc["partial_note"])
+    for reading, m in doc["readings"].items():
+        table = ", ".join(f"{t['budget']:.0e} {t['n_star']} {t['tie_band']}" for t in m["n_star"])
+        s = m["slope"]
+        cross = ", ".join(f"{c['n_star']} from {c['budget']:.3g}" for c in m["crossings"]) or "none"
+        print(f"{reading}: n* {table}; n* changes: {cross}; slope {s['point']:.3f} octaves/decade "
+              f"[{s['interval'][0]:.3f}, {s['interval'][1]:.3f}] ({s['resamples']} seed resamples; "
+              f"above 0 in {s['share_above_zero']:.0%})")
+    pred = doc.get("predictions")
+    if pred:
+        for label, per in pred["summary"].items():
+            print(f"  {label}: " + "; ".join(f"{r} regret {v['mean_regret']:.4f} ({v['mean_regret_in_se']:.1f} se), "
+                                             f"{v['in_tie_band']}/{len(v['budgets'])} in the tie band"
+                                             for r, v in per.items()))
+        if pred["not_reached"]:
+            print(f"  {len(pred['not_reached'])} prediction pick(s) at budgets not reached yet")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

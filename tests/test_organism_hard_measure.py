@@ -1,0 +1,204 @@
+"""The second learner's read-out (``studies/organism/organism_hard_measure.py``): n*(C) with tie
+bands, the slope of log2 n* against log10 C with its seed bootstrap, and every committed
+prediction's regret, on synthetic sweeps with a known answer and on the committed long sweeps."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from isosim.errors import IsosimError
+from isosim.validation import crossing
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("organism_hard_measure", ROOT / "studies/organism/organism_hard_measure.py")
+hm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hm)
+
+BUDGETS = (1e4, 3e4, 1e5, 3e5, 1e6)
+GRID = (2, 4, 8, 16, 32, 64)
+EPS = 0.001  # seed 0 sits EPS above the seed mean, seed 1 EPS below: the seed se is EPS
+
+
+def _write(folder: Path, values, top: float = 1e6, budget: float = 1e6) -> Path:
+    """A sweep of nN_bp16_sS runs; ``values(n, i)`` is the seed mean at BUDGETS[i]; each run's
+    records stop at ``top`` rollouts."""
+    for n in GRID:
+        for seed, sign in ((0, 1), (1, -1)):
+            run = folder / f"n{n}_bp16_s{seed}"
+            run.mkdir(parents=True)
+            rows = [(0.0, -1.0)] + [(b, values(n, i) + sign * EPS) for i, b in enumerate(BUDGETS) if b <= top]
+            (run / "records.jsonl").write_text("".join(
+                json.dumps({"run_id": run.name, "n": n, "b_p": 16, "seed": seed, "rollouts": r, "val_avg": v,
+                            "budget": budget}) + "\n" for r, v in rows))
+    return folder
+
+
+def _rising(n: int, i: int) -> float:
+    """Rises with the budget for every n (so both readings agree); the best n at BUDGETS[i] is 2^(i+1)."""
+    return i - 0.1 * abs(math.log2(n) - (i + 1))
+
+
+def _expected_rising_slope() -> float:
+    x = [math.log10(b) for b in BUDGETS]
+    y = [1, 2, 3, 4, 5]
+    mx, my = sum(x) / 5, sum(y) / 5
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+
+
+def test_rising_n_star_gives_the_least_squares_slope(tmp_path):
+    doc = hm.build(_write(tmp_path / "runs", _rising), manifest=None, n_boot=500)
+    want = _expected_rising_slope()
+    assert want == pytest.approx(1.9995, abs=1e-3)  # two octaves a decade (log10 3 is not quite 1/2)
+    assert not doc["partial"] and doc["budgets"] == list(BUDGETS)
+    for reading in ("best", "final"):
+        m = doc["readings"][reading]
+        assert [t["n_star"] for t in m["n_star"]] == [2, 4, 8, 16, 32]
+        assert all(t["tie_band"] == [t["n_star"]] for t in m["n_star"])  # 0.1 apart, se 0.001
+        assert all(t["seed_se"] == pytest.approx(EPS) for t in m["n_star"])
+        s = m["slope"]
+        assert s["point"] == pytest.approx(want, rel=1e-12) and s["n_star"] == [2, 4, 8, 16, 32]
+        # the seed noise never flips a pick: every resample gives the point
+        assert s["interval"] == pytest.approx([want, want], rel=1e-12) and s["share_above_zero"] == 1.0
+        assert s["resamples"] == 500 and s["seeds_per_n"] == {str(n): 2 for n in GRID}
+        assert [c["n_star"] for c in m["crossings"]] == [4, 8, 16, 32]
+        assert all(BUDGETS[i] < c["budget"] <= BUDGETS[i + 1] for i, c in enumerate(m["crossings"]))
+
+
+def test_flat_n_star_gives_slope_zero(tmp_path):
+    doc = hm.build(_write(tmp_path / "runs", lambda n, i: i - 0.1 * abs(math.log2(n) - 3)), manifest=None, n_boot=200)
+    for m in doc["readings"].values():
+        assert [t["n_star"] for t in m["n_star"]] == [8] * 5 and m["crossings"] == []
+        assert m["slope"]["point"] == 0.0 and m["slope"]["interval"] == [0.0, 0.0] and m["slope"]["share_zero"] == 1.0
+
+
+def test_bootstrap_resamples_each_n_s_seeds_and_is_seeded():
+    # at the top budget n = 4's seeds are 0.50 and 0.60 (mean 0.55), n = 2's 0.54 twice: the point
+    # is n* = 4 there (slope > 0); a resample drawing n = 4's first seed twice makes it 2 (slope 0)
+    runs = {2: {0: [(1e4, 0.30), (1e6, 0.54)], 1: [(1e4, 0.30), (1e6, 0.54)]},
+            4: {0: [(1e4, 0.20), (1e6, 0.50)], 1: [(1e4, 0.20), (1e6, 0.60)]}}
+    a = crossing.slope(runs, [1e4, 1e6], "final", 2000, np.random.default_rng(7))
+    b = crossing.slope(runs, [1e4, 1e6], "final", 2000, np.random.default_rng(7))
+    assert a == b
+    assert a["point"] == pytest.approx(0.5) and a["n_star"] == [2, 4]
+    assert a["interval"] == [0.0, 0.5]
+    # n = 4's mean falls below 0.54 only when its first seed is drawn twice: one resample in four
+    assert a["share_zero"] == pytest.approx(0.25, abs=0.03) and a["share_above_zero"] == pytest.approx(0.75, abs=0.03)
+    with pytest.raises(IsosimError):
+        crossing.slope(runs, [1e6], "final", 100, np.random.default_rng(0))
+
+
+def test_refuses_short_runs_unless_partial(tmp_path, capsys):
+    folder = _write(tmp_path / "runs", _rising, top=1e5)
+    with pytest.raises(IsosimError, match="short of 1e\\+06"):
+        hm.build(folder, manifest=None)
+    assert hm.main(["--runs", str(folder), "--manifest", "none", "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 12 run(s) short of 1e+06") and err.count("\n") == 1
+    assert not (tmp_path / "m.json").exists()
+    # --partial only to a path of one's own, never the committed one
+    assert hm.main(["--runs", str(folder), "--manifest", "none", "--partial"]) == 2
+    assert hm.main(["--runs", str(folder), "--manifest", "none", "--partial", "--out", str(hm.COMMITTED)]) == 2
+    assert "never studies/results/organism_hard/measured.json" in capsys.readouterr().err
+    out = tmp_path / "partial.json"
+    assert hm.main(["--runs", str(folder), "--manifest", "none", "--partial", "--out", str(out), "--n-boot", "200"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["partial"] is True and doc["partial_note"].startswith("PARTIAL")
+    assert doc["budgets"] == [1e4, 3e4, 1e5] and doc["budgets_left_out"] == [3e5, 1e6]
+    assert [t["n_star"] for t in doc["readings"]["best"]["n_star"]] == [2, 4, 8]
+    assert "PARTIAL" in capsys.readouterr().out
+
+
+def _manifest(tmp_path: Path, entries: dict) -> Path:
+    preds = []
+    for name, (reads, entry) in entries.items():
+        (tmp_path / name).write_text(json.dumps({"sweep-x": entry}))
+        sha = hashlib.sha256(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        preds.append({"file": name, "key": "sweep-x", "reads": reads, "entry_sha256": sha, "prospective": True})
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"sweeps": {"sweep-x": {"predictions": preds}}}))
+    return path
+
+
+def test_every_prediction_is_scored_at_its_budget_and_reading(tmp_path):
+    budgets = [1e5, 3e5, 1e6]  # the true n*: 8, 16, 32 in both readings
+    profile = {"budgets": [1e4, 1e5, 1e6], "n_star": [2, 4, 64],
+               "readings": {r: [{"budget": b, "n_star": n} for b, n in zip(budgets, (8, 2, 64))] for r in ("best", "final")},
+               "fixed_n": {"n": 8, "budgets": budgets}}
+    cheap = {"method": "cheap readers", "share": 0.05, "budgets": budgets,
+             "picks": {"cheap leader (level)": {"best": [8, 16, 32], "final": [4, 16, 32]}}}
+    simfit = {"method": "simfit x", "budgets": budgets, "picks": {r: {"seed 0": [8, 8, 8], "seed 1": [16, 16, 16]}
+                                                                  for r in ("best", "final")}}
+    man = _manifest(tmp_path, {"p.json": ("profile only", profile), "c.json": ("cheap readers", cheap),
+                               "s.json": ("simfit", simfit)})
+    doc = hm.build(_write(tmp_path / "runs", _rising), manifest=man, sweep="sweep-x", n_boot=100, root=tmp_path)
+    pred = doc["predictions"]
+    assert pred["not_reached"] == []
+    got = {(s["label"], s["reading"], s["budget"]): s for s in pred["scored"]}
+    assert len(got) == len(pred["scored"]) == 2 * 3 * (3 + 1 + 2)
+
+    def regret(pick, best):  # _rising: 0.1 per octave from the best n
+        return 0.1 * abs(math.log2(pick) - math.log2(best))
+
+    for (label, reading, budget), s in got.items():
+        best = {1e5: 8, 3e5: 16, 1e6: 32}[budget]
+        assert s["best_n"] == best and s["tie_band"] == [best]
+        assert s["regret"] == pytest.approx(regret(s["pick"], best), abs=1e-9)
+        assert s["regret_in_se"] == pytest.approx(regret(s["pick"], best) / EPS, rel=1e-6)
+        assert s["in_tie_band"] == (s["pick"] == best) == s["within_2se"]
+    assert got[("profile-only (simulated sweep's n*)", "best", 3e5)]["pick"] == 2
+    assert got[("profile-only (frontier n*)", "final", 1e6)]["pick"] == 64  # the frontier grid's nearest budget
+    assert got[("profile-only (frontier n*)", "best", 3e5)]["pick"] == 4
+    assert got[("cheap leader (level) @0.05", "final", 1e5)]["pick"] == 4
+    assert got[("simfit x (seed 1)", "best", 1e6)]["regret"] == pytest.approx(0.1)
+    summ = pred["summary"]["fixed n = 8"]["best"]
+    assert summ["mean_regret"] == pytest.approx((0 + 0.1 + 0.2) / 3) and summ["in_tie_band"] == 1
+    # an entry edited after the manifest recorded it is refused
+    (tmp_path / "c.json").write_text(json.dumps({"sweep-x": {**cheap, "share": 0.1}}))
+    with pytest.raises(IsosimError, match="hash differs"):
+        hm.committed_predictions(man, "sweep-x", tmp_path)
+
+
+def test_predictions_past_the_runs_are_listed_not_scored(tmp_path):
+    cheap = {"method": "cheap readers", "share": 0.05, "budgets": [3e4, 1e6],
+             "picks": {"lead": {"best": [4, 32], "final": [4, 32]}}}
+    man = _manifest(tmp_path, {"c.json": ("cheap readers", cheap)})
+    doc = hm.build(_write(tmp_path / "runs", _rising, top=1e5), partial=True, manifest=man, sweep="sweep-x",
+                   n_boot=100, root=tmp_path)
+    pred = doc["predictions"]
+    assert [(s["budget"], s["regret"]) for s in pred["scored"]] == [(3e4, 0.0), (3e4, 0.0)]
+    assert [p["budget"] for p in pred["not_reached"]] == [1e6, 1e6]
+    with pytest.raises(IsosimError, match="reads 'isosim predict'"):
+        hm.picks_of({}, "isosim predict")
+
+
+def test_the_committed_predictions_are_read_whole():
+    """Every entry the second learner's manifest lists, checked against its hash: 3 budgets x 2
+    readings for the profile-only prediction (simulated and frontier n*), fixed n = 8, the two cheap
+    readers and the simfit method's two seeds."""
+    picks = hm.committed_predictions(hm.MANIFEST, hm.SWEEP)
+    labels = sorted({p["label"] for p in picks})
+    assert len(picks) == 6 * len(labels) and len(labels) == 7, labels
+    assert {p["budget"] for p in picks} == {1e5, 3e5, 1e6}
+    assert {p["pick"] for p in picks} <= set(2 ** k for k in range(1, 9))
+    assert sum(p["prospective"] is True for p in picks) == 18  # the profile-only file
+
+
+def test_long_sweep_read_out_matches_its_committed_tables():
+    """On a committed long sweep of the first learner (complete to 2e6), n* and its tie band at the
+    budgets of ``organism_long/measured.json`` are that file's."""
+    committed = json.loads((ROOT / "studies/results/organism_long/measured.json").read_text())["hard-512-long"]
+    at = [t["budget"] for t in committed["readings"]["best"]["n_star"]]
+    doc = hm.build(ROOT / "studies/results/organism_long/hard-512-long", at, manifest=None, n_boot=200)
+    for reading in ("best", "final"):
+        want = [(t["n_star"], t["tie_band"]) for t in committed["readings"][reading]["n_star"]]
+        assert [(t["n_star"], t["tie_band"]) for t in doc["readings"][reading]["n_star"]] == want
+        s = doc["readings"][reading]["slope"]
+        assert s["n_star"] == [w[0] for w in want]
+        assert s["interval"][0] <= s["point"] + 1e-12 and s["point"] <= s["interval"][1] + 1e-12
