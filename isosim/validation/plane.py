@@ -7,7 +7,10 @@ both readings (:mod:`isosim.validation.readings`: ``best`` = best validated valu
 headline; ``final`` = value at C) by its regret (seed-mean value of the sweep's best n at C minus
 the pick's, in that reading), whether that is within 2 seed standard errors, and its overhead
 (rollouts on runs other than the chosen one, in full runs of C; the chosen run's cheap part
-continues to C). Methods (``method_names``):
+continues to C). The second organism's sweeps (:data:`SECOND`, ``--model organism-hard``) are
+replayed the same way once every run reaches its budget (until then they are listed under
+``not_scored_yet``) and summarised apart (``plane_report``'s ``second_learner``): a held-out case of
+another learner; nothing of them reaches the first learner's sweeps' fits. Methods (``method_names``):
 
 - ``cheap leader @s``: every grid n run to s C, the best last value (s = 2.5, 5, 10, 20 %).
 - ``lc-sigmoid @s``: every grid n run to s C, each curve fitted alone with ScaleRL's sigmoid in log
@@ -63,14 +66,19 @@ LONG_SWEEPS = {"hard-128-t06": "hard-128-long", "hard-512-t06": "hard-512-long",
 LONG_FROM = 2e5
 """the long-budget sweeps are replayed only at budgets above ``LONG_FROM`` (their first 2e5
 rollouts are the F8 sweeps' runs, already replayed)"""
+SECOND = "organism_hard"
+SECOND_SWEEPS = {"hard-128": "organism-hard-128"}
+"""the second learner's sweeps (``--model organism-hard``): folder under :data:`SECOND` -> their key
+in its ``prediction.json``; scored apart from the first learner's, every budget from ``MIN_BUDGET``"""
 
 
-def find_sweeps(results: Path) -> dict[str, Path]:
+def find_sweeps(results: Path, second_learner: bool = False) -> dict[str, Path]:
     """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real``, ``organism_f8`` and
     ``organism_long`` (the held-out long-budget sweeps, :data:`LONG`), named by their path under
-    ``results``."""
+    ``results``; with ``second_learner``, also those under :data:`SECOND` (the second organism's)."""
     found = {}
-    for base in (results / "organism" / "real", results / "organism_f8", results / LONG):
+    bases = [results / "organism" / "real", results / "organism_f8", results / LONG]
+    for base in bases + ([results / SECOND] if second_learner else []):
         if base.is_dir():
             for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
                 found[str(rec.parent.parent.relative_to(results))] = rec.parent.parent
@@ -80,6 +88,11 @@ def find_sweeps(results: Path) -> dict[str, Path]:
 def held_out(name: str) -> bool:
     """A long-budget sweep, scored apart from the six the method was chosen on."""
     return name.startswith(LONG + "/")
+
+
+def second_learner(name: str) -> bool:
+    """A sweep of the second organism: held out too, scored apart from the first learner's."""
+    return name.startswith(SECOND + "/")
 
 
 def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | None]:
@@ -94,7 +107,9 @@ def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | 
 def profile_prediction(name: str, results: Path) -> Callable[[float], int | None] | None:
     """The committed profile-only prediction n*(C) of a sweep, or None."""
     split = Path(name).name
-    if held_out(name):
+    if second_learner(name):
+        path, split = results / SECOND / "prediction.json", SECOND_SWEEPS.get(split, split)
+    elif held_out(name):
         path = results / LONG / "prediction.json"
     else:
         path = results / ("organism_prediction.json" if name.startswith("organism/real/") else "organism_f8/prediction.json")
@@ -105,7 +120,10 @@ def profile_prediction(name: str, results: Path) -> Callable[[float], int | None
 def calibrated_prediction(folder: Path, results: Path) -> tuple[Callable[[float], int | None], float] | None:
     """``isosim predict``'s committed pick per budget (the scoreboard's ``isosim_calibrated``: n_tol,
     else n_star) and the rollouts of its cheap part per run; for a long-budget sweep, read from
-    ``organism_long/prediction_calibrated.json``."""
+    ``organism_long/prediction_calibrated.json``; none for the second learner's (its sweep has no
+    ``isosim predict`` prediction)."""
+    if folder.parent.name == SECOND:
+        return None
     if folder.parent.name == LONG:
         from isosim.validation.scoreboard import prediction_picks
 
@@ -248,6 +266,8 @@ def sweep_kind(name: str) -> str:
 
 def profile_path(name: str, results: Path) -> Path:
     """The base model's profile a sweep's cheap-data methods may read (pass rates at its temperature)."""
+    if second_learner(name):
+        return results / SECOND / "profile_t06.json"
     return results / ("organism/profile.json" if name.startswith("organism/real/") else "organism_f8/profile_t06.json")
 
 
@@ -289,7 +309,7 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
                            "readers": list(readers), "pick_rules": list(pick_rules),
                            "sweeps": {}, "not_scored_yet": {}, "picks": {}}
     loaded = {}
-    for name, folder in find_sweeps(results).items():
+    for name, folder in find_sweeps(results, second_learner=True).items():
         short = unfinished(folder)
         if short:
             doc["not_scored_yet"][name] = f"{len(short)} run(s) short of their budget"
@@ -303,7 +323,8 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
         budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
         if held_out(name):
             budgets = [b for b in budgets if b > LONG_FROM]
-        training = pm.loso_training(name, {k: v[1] for k, v in loaded.items()})
+        pool = {k: v[1] for k, v in loaded.items() if second_learner(name) or not second_learner(k)}
+        training = pm.loso_training(name, pool)  # the first learner's sweeps never learn from the second's
         fitted = {m.name: m.fit(training) for m in methods.values() if m.fit is not None}
         ctx = {"name": name, "sweep": sw, "kind": sweep_kind(name), "settings": _settings(folder),
                "profile": profile_path(name, results)}

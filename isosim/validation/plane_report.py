@@ -3,7 +3,9 @@
 :func:`document` builds the rows (:func:`isosim.validation.plane.build`), adds the methods chosen
 leave-one-sweep-out (:func:`loso_reader_rows`), and summarises them per sweep, over the six 2e5
 sweeps (``overall``), over the held-out long sweeps (``held_out``) and over all of them
-(``all_sweeps``: the six's replays and the long sweeps' above 2e5), in both readings, with the
+(``all_sweeps``: the six's replays and the long sweeps' above 2e5), and, apart, over the second
+organism's sweeps (``second_learner``: every method, its hindsight line and the frozen method's
+verdicts; empty until its runs are finished), in both readings, with the
 best fixed n in hindsight beside each block (a reference line, not a method), the frozen method's
 verdicts, the replays it misses, the picks committed before the long sweeps ran (``prospective``),
 and the leave-one-sweep-out audit of every method (``loso``).
@@ -123,7 +125,7 @@ def choose_reader(rows: Sequence[Mapping[str, Any]], share: float = LOSO_SHARE) 
 def loso_reader_rows(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict], dict]:
     """For each sweep, the freeze rule applied to the six 2e5 sweeps' rows without it and its twin;
     the chosen reader's rows on that sweep, relabelled :data:`LOSO_READER`."""
-    six = {k for k, v in doc["sweeps"].items() if not v["held_out"]}
+    six = {k for k, v in doc["sweeps"].items() if not v["held_out"] and not pl.second_learner(k)}
     out, chosen = [], {}
     for name in doc["sweeps"]:
         training = set(pm.loso_training(name, {k: None for k in six}))
@@ -148,7 +150,7 @@ def isosim_predict_choice(results: Path, doc: Mapping[str, Any]) -> dict[str, An
     if cal.is_file():
         used_long = {k: v.get("method") for k, v in json.loads(cal.read_text()).items()}
     out = {}
-    for name in doc["sweeps"]:
+    for name in [k for k in doc["sweeps"] if not pl.second_learner(k)]:  # no isosim predict pick on the second learner
         twin = pm.TWINS.get(name) or {v: k for k, v in pm.TWINS.items()}.get(name)
         drop = {keys.get("/".join(Path(x).parts[-2:])) for x in (name, twin) if x}
         train = [k for k in board["sweeps"] if k not in drop]
@@ -178,14 +180,15 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
     rows, seen = doc.pop("rows"), doc.pop("replays")
     loso_rows, loso_chosen = loso_reader_rows(doc, rows)
     rows = rows + loso_rows
-    six = [k for k, v in doc["sweeps"].items() if not v["held_out"]]
+    second = [k for k in doc["sweeps"] if pl.second_learner(k)]
+    six = [k for k, v in doc["sweeps"].items() if not v["held_out"] and k not in second]
     long = [k for k, v in doc["sweeps"].items() if v["held_out"]]
     for name, sw in doc["sweeps"].items():
         sw["summary"] = summarise([r for r in rows if r["sweep"] == name])
         sw["hindsight"] = hindsight_blocks(seen, [name])
     doc["overall"] = summarise([r for r in rows if r["sweep"] in six])
     doc["held_out"] = summarise([r for r in rows if r["sweep"] in long]) if long else {}
-    doc["all_sweeps"] = summarise(rows)
+    doc["all_sweeps"] = summarise([r for r in rows if r["sweep"] in six + long])
     doc["hindsight"] = {"overall": hindsight_blocks(seen, six), "held_out": hindsight_blocks(seen, long) if long else {},
                         "all_sweeps": hindsight_blocks(seen, six + long)}
     registered = pm.REGISTRY if methods is None else methods
@@ -210,6 +213,7 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
         doc["held_out_dominance"] = verdicts(doc["held_out"], chosen)
         doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in rd.READINGS}
     doc["prospective"] = prospective(results, set(long))
+    doc["second_learner"] = second_learner_block(rows, seen, second, chosen)
     doc["simfit"] = simfit_bar(doc, rows)
     return doc
 
@@ -219,22 +223,27 @@ SIMFIT_BAR = ("fixed n = 8", "cheap leader @0.05")
 
 
 def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per block (the six 2e5 sweeps, the held-out long ones, all nine) and reading: does each simfit
+    """Per block (the six 2e5 sweeps, the held-out long ones, all nine; the second learner's apart) and reading: does each simfit
     calibration with overhead <= 0.05 have mean regret no higher than :data:`SIMFIT_BAR`'s? With
     the replays on which it picked another n than 8 (a method that always picks 8 is the constant)."""
     from isosim.predict import simfit_frozen as sff
 
     out: dict[str, Any] = {"frozen": sff.FROZEN, "frozen_at": sff.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
                            "max_overhead": 0.05, "blocks": {}}
-    for block in ("overall", "held_out", "all_sweeps"):
-        summary = doc.get(block) or {}
+
+    def in_block(name: str, block: str) -> bool:
+        if block == "second_learner" or pl.second_learner(name):
+            return block == "second_learner" and pl.second_learner(name)
+        return block == "all_sweeps" or doc["sweeps"][name]["held_out"] == (block == "held_out")
+
+    for block in ("overall", "held_out", "all_sweeps", "second_learner"):
+        summary = (doc.get(block) or {}) if block != "second_learner" else (doc.get(block) or {}).get("summary", {})
         entry = {}
         for label in sff.CALIBRATIONS:
             if label not in summary or any(b not in summary for b in SIMFIT_BAR):
                 continue
             v = summary[label]
-            scored = [r for r in rows if r["method"] == label and (block == "all_sweeps" or
-                                                                   doc["sweeps"][r["sweep"]]["held_out"] == (block == "held_out"))]
+            scored = [r for r in rows if r["method"] == label and in_block(r["sweep"], block)]
             entry[label] = {"overhead": v["mean_overhead"],
                             "not_8": {r: int(sum(x[r]["chosen"] != 8 for x in scored)) for r in rd.READINGS}}
             for reading in rd.READINGS:
@@ -244,3 +253,14 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
                                          "meets_bar": bool(v["mean_overhead"] <= 0.05 + 1e-12 and all(x <= 1e-12 for x in vs.values()))}
         out["blocks"][block] = entry
     return out
+
+
+def second_learner_block(rows: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]], names: Sequence[str],
+                         chosen: str | None) -> dict[str, Any]:
+    """The second organism's finished sweeps, apart from the first learner's: every method's summary
+    in both readings, the best fixed n in hindsight, the frozen method's verdicts (empty: none done)."""
+    if not names:
+        return {}
+    summary = summarise([r for r in rows if r["sweep"] in names])
+    return {"sweeps": sorted(names), "summary": summary, "hindsight": hindsight_blocks(seen, names),
+            "dominance": verdicts(summary, chosen) if chosen else {}}

@@ -85,7 +85,7 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
                 ax.scatter(held[m]["mean_overhead"], held[m][reading]["mean_regret"], s=60 if m == highlight else 30,
                            facecolors="none", edgecolors="tab:olive" if m == highlight else "tab:blue" if "cheap" in m
                            else "black", marker="*" if m == highlight else "s")
-        six = sum(not v.get("held_out") for v in doc["sweeps"].values())
+        six = sum(not v.get("held_out") and not pl.second_learner(k) for k, v in doc["sweeps"].items())
         ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {six} sweeps"
                      + (f"; hollow: held-out long sweeps ({next(iter(held.values()))['replays']} replays)" if held else ""),
                      fontsize=9)
@@ -116,13 +116,15 @@ if __name__ == "__main__":
     quick, _, fig_dir, out = setup("plane", "every way of choosing n: its regret against the compute it spends")
     doc = main(out=out, fig=fig_dir / "plane.png")
     held = [("held-out long sweeps", {"summary": doc["held_out"]})] if doc["held_out"] else []
+    held += [("the second learner", doc["second_learner"])] if doc.get("second_learner") else []
     for name, block in list(doc["sweeps"].items()) + [("all sweeps", {"summary": doc["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
             print(f"  {m:42s} overhead {v['mean_overhead']:.3f}  best: regret {v['best']['mean_regret']:.4f} "
                   f"within 2se {v['best']['within_2se']}/{v['replays']}  final: regret {v['final']['mean_regret']:.4f} "
                   f"within 2se {v['final']['within_2se']}/{v['replays']}")
-    for block, h in doc["hindsight"].items():
+    for block, h in [*doc["hindsight"].items(), *([("second learner", doc["second_learner"]["hindsight"])]
+                                                   if doc.get("second_learner") else [])]:
         for reading, v in h.items():
             if v:
                 print(f"  {block}, {reading}: best fixed n in hindsight {v['n']} ({v['mean_regret']:.4f} over {v['replays']})")
@@ -133,6 +135,10 @@ if __name__ == "__main__":
         print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
     for k, v in doc.get("held_out_dominance", {}).items():
         print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for k, v in (doc.get("second_learner") or {}).get("dominance", {}).items():
+        print(f"  second learner: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for name, why in doc["not_scored_yet"].items():
+        print(f"  not scored yet: {name} ({why})")
     for sweep, preds in doc.get("prospective", {}).items():
         for label, p in preds.items():
             print(f"  committed before {sweep}: {label} picked {p['pick']}: " + "; ".join(

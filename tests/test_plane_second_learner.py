@@ -1,0 +1,115 @@
+"""The second organism's sweep on the plane: listed under ``not_scored_yet`` while its runs are
+short of their budget, scored apart (``second_learner``) once they are finished, and nothing of the
+first learner's blocks changes either way. A small results tree: the committed F8 hard-128 sweep
+(the first learner; hard-256 too, so that each has another to be chosen on) and the second learner's committed cheap part, extended to 1e6 rollouts with
+made-up evaluations for the finished case."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from isosim.files import dumps_json
+from isosim.predict import simfit_frozen as sff
+from isosim.validation import plane as pl
+from isosim.validation import plane_methods as pm
+from isosim.validation import plane_report as rep
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "studies" / "results"
+SECOND = "organism_hard/hard-128"
+LINKED = ("sbi_bank.json", "plane_method.json", "scoreboard.json", "organism_f8/prediction.json",
+          "organism_f8/profile_t06.json", "organism_f8/prediction_dynamics.json", "organism_hard/prediction.json",
+          "organism_hard/profile_t06.json")
+FIRST = ["organism_f8/hard-128", "organism_f8/hard-256"]
+METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), sff.FROZEN: pm.REGISTRY[sff.FROZEN]}
+
+
+def _extend(run: Path, top: float = 1e6) -> None:
+    """The committed cheap part, continued to the last whole step at ``top`` rollouts: 8 more
+    evaluations, each n gaining at its own rate per e-fold of rollouts (n = 32 the fastest)."""
+    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
+    last = rows[-1]
+    n, step = int(last["n"]), int(last["n"]) * int(last["b_p"])
+    end = math.floor(top / step) * step
+    rate = 0.03 - 0.004 * abs(math.log2(n) - 5) + 0.002 * int(last["seed"])
+    extra = []
+    for k in range(1, 9):
+        r = float(round((last["rollouts"] * (end / last["rollouts"]) ** (k / 8)) / step) * step)
+        extra.append({**last, "step": int(r // step), "rollouts": r, "val_avg": last["val_avg"] + rate * math.log(r / last["rollouts"])})
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + extra))
+
+
+def _tree(tmp: Path, finished: bool) -> Path:
+    res = tmp / "results"
+    for rel in LINKED:
+        (res / rel).parent.mkdir(parents=True, exist_ok=True)
+        (res / rel).symlink_to(RESULTS / rel)
+    for sweep in [*FIRST, SECOND]:  # copied: the plane's search does not follow linked folders
+        shutil.copytree(RESULTS / sweep, res / sweep)
+    if finished:
+        for run in sorted((res / SECOND).glob("n*_bp*_s*")):
+            _extend(run)
+    return res
+
+
+def _doc(res: Path) -> dict:
+    stored = json.loads((RESULTS / "plane.json").read_text())["picks"]
+    return json.loads(dumps_json(rep.document(res, readers=("steps",), stored=stored, methods=METHODS)))
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plane_second")
+    return {k: _doc(_tree(tmp / k, k == "finished")) for k in ("cheap", "finished")}
+
+
+def test_the_second_learner_is_found_by_the_name_its_bank_and_prediction_use():
+    found = pl.find_sweeps(RESULTS, second_learner=True)
+    assert found[SECOND] == RESULTS / SECOND and SECOND in sff.EXTRA_BANKS and sff.bank_of(SECOND) is not None
+    assert set(found) - {SECOND} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
+    assert pl.second_learner(SECOND) and not pl.held_out(SECOND) and pl.sweep_kind(SECOND) == "hard"
+    assert pl.profile_path(SECOND, RESULTS) == RESULTS / "organism_hard" / "profile_t06.json"
+    committed = json.loads((RESULTS / "organism_hard" / "prediction.json").read_text())["organism-hard-128"]
+    profile = pl.profile_prediction(SECOND, RESULTS)
+    assert [profile(b) for b in committed["budgets"]] == committed["n_star"]
+    assert pl.calibrated_prediction(RESULTS / SECOND, RESULTS) is None and pl.dynamics_prediction(SECOND, RESULTS) is None
+
+
+def test_unfinished_second_learner_is_listed_not_scored(docs):
+    doc = docs["cheap"]
+    assert doc["not_scored_yet"] == {SECOND: "16 run(s) short of their budget"}
+    assert sorted(doc["sweeps"]) == FIRST and doc["second_learner"] == {}
+
+
+def test_finished_second_learner_is_scored_apart(docs):
+    cheap, doc = docs["cheap"], docs["finished"]
+    assert doc["not_scored_yet"] == {} and sorted(doc["sweeps"]) == FIRST + [SECOND]
+    sw = doc["sweeps"][SECOND]
+    assert not sw["held_out"] and sw["budgets"][0] >= pl.MIN_BUDGET and sw["budgets"][-1] == pytest.approx(1e6, rel=0.01)
+    block = doc["second_learner"]
+    assert block["sweeps"] == [SECOND] and block["summary"] == sw["summary"]
+    replays = 2 * len(sw["budgets"])
+    for m in ("fixed n = 8", "fixed n = 2", "profile-only", "cheap leader @0.05", "steps @0.05", sff.FROZEN,
+              rep.LOSO_READER, "successive halving (C/16)", "hyperband"):
+        assert block["summary"][m]["replays"] == replays, m
+        assert set(block["summary"][m]) >= {"best", "final", "mean_overhead"}
+    assert "isosim predict" not in block["summary"] and "dynamics fit" not in block["summary"]
+    for reading in ("best", "final"):
+        h = block["hindsight"][reading]
+        assert h["replays"] == replays and {2, 8, 32} <= set(map(int, h["per_n"]))
+    # the made-up continuation favours n = 32 at the top budgets: the hindsight n is not the floor
+    assert block["hindsight"]["best"]["n"] > 2
+    # the LOSO reader on the second learner is chosen on the first learner's sweeps only
+    assert doc["loso"]["reader_choice"][SECOND]["trained_on"] == FIRST
+    assert SECOND not in doc["loso"]["isosim_predict_choice"]
+    # nothing of the first learner's blocks moves when the second learner's sweep is scored
+    for key in ("overall", "held_out", "all_sweeps", "hindsight", "dominance", "prospective"):
+        assert doc[key] == cheap[key], key
+    for name in FIRST:
+        assert doc["sweeps"][name] == cheap["sweeps"][name], name
+        assert doc["loso"]["reader_choice"][name] == cheap["loso"]["reader_choice"][name]
