@@ -107,9 +107,15 @@ def test_finished_second_learner_is_scored_apart(docs):
     # the LOSO reader on the second learner is chosen on the first learner's sweeps only
     assert doc["loso"]["reader_choice"][SECOND]["trained_on"] == FIRST
     assert SECOND not in doc["loso"]["isosim_predict_choice"]
+    # the simfit bar gains the second learner's block, its replays only
+    frozen = doc["simfit"]["blocks"]["second_learner"][sff.FROZEN]
+    assert frozen["overhead"] == block["summary"][sff.FROZEN]["mean_overhead"] and frozen["not_8"]["best"] <= replays
+    assert cheap["simfit"]["blocks"]["second_learner"] == {}
     # nothing of the first learner's blocks moves when the second learner's sweep is scored
     for key in ("overall", "held_out", "all_sweeps", "hindsight", "dominance", "prospective"):
         assert doc[key] == cheap[key], key
+    assert {k: v for k, v in doc["simfit"]["blocks"].items() if k != "second_learner"} == \
+        {k: v for k, v in cheap["simfit"]["blocks"].items() if k != "second_learner"}
     for name in FIRST:
         assert doc["sweeps"][name] == cheap["sweeps"][name], name
         assert doc["loso"]["reader_choice"][name] == cheap["loso"]["reader_choice"][name]
