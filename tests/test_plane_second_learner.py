@@ -1,8 +1,9 @@
 """The second organism's sweep on the plane: listed under ``not_scored_yet`` while its runs are
 short of their budget, scored apart (``second_learner``) once they are finished, and nothing of the
-first learner's blocks changes either way. A small results tree: the committed F8 hard-128 sweep
-(the first learner; hard-256 too, so that each has another to be chosen on) and the second learner's committed cheap part, extended to 1e6 rollouts with
-made-up evaluations for the finished case."""
+first learner's blocks changes either way. A small results tree: the committed F8 hard-128 and
+hard-256 sweeps (the first learner: two, so that each has another to be chosen on) and the second
+learner's committed cheap part, extended to 1e6 rollouts with made-up evaluations for the finished
+case."""
 
 from __future__ import annotations
 

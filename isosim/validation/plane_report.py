@@ -223,9 +223,10 @@ SIMFIT_BAR = ("fixed n = 8", "cheap leader @0.05")
 
 
 def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per block (the six 2e5 sweeps, the held-out long ones, all nine; the second learner's apart) and reading: does each simfit
-    calibration with overhead <= 0.05 have mean regret no higher than :data:`SIMFIT_BAR`'s? With
-    the replays on which it picked another n than 8 (a method that always picks 8 is the constant)."""
+    """Per block (the six 2e5 sweeps, the held-out long ones, all nine; the second learner's apart)
+    and reading: does each simfit calibration with overhead <= 0.05 have mean regret no higher than
+    :data:`SIMFIT_BAR`'s? With the replays on which it picked another n than 8 (a method that always
+    picks 8 is the constant)."""
     from isosim.predict import simfit_frozen as sff
 
     out: dict[str, Any] = {"frozen": sff.FROZEN, "frozen_at": sff.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
