@@ -96,3 +96,8 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 1, mkdir: boo
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write_text(path, dumps_json(obj, indent=indent, **kwargs) + "\n")
+
+
+def cache_root() -> Path:
+    """isosim's cache folder: ``ISOSIM_CACHE``, else ``~/.cache/isosim``."""
+    return Path(os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim")

@@ -125,11 +125,11 @@ def _profile_key(profile: str | Path) -> str:
 def bank_path(digest: str, setting: Mapping[str, Any], ns: tuple[int, ...], budget: float) -> Path:
     """Where a bank of these inputs is kept between calls: the recommend cache (``ISOSIM_CACHE``),
     named by a hash of the profile's bytes, the setting, the n, the budget and the frozen method."""
-    from isosim.predict.recommend import cache_dir
+    from isosim.files import cache_root
 
     key = json.dumps({"profile": digest, "setting": dict(sorted(setting.items())), "n": list(ns), "budget": float(budget),
                       "frozen": sff.frozen()["commit"], "variant": sff.VARIANT}, sort_keys=True)
-    return cache_dir() / "simfit_banks" / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    return cache_root() / "recommend" / "simfit_banks" / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
 @lru_cache(maxsize=4)

@@ -28,7 +28,6 @@ it reads ``n`` at the cap (every larger budget shares that one cached sweep) and
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,8 +131,9 @@ def simulated_recipe(config: dict[str, Any]) -> str:
 
 def cache_dir() -> Path:
     """Where simulated sweeps for recommendations are kept (``ISOSIM_CACHE`` overrides)."""
-    root = os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim"
-    return Path(root) / "recommend"
+    from isosim.files import cache_root
+
+    return cache_root() / "recommend"
 
 
 def saturated_by(result: dict[str, Any], budget: float) -> bool | None:
