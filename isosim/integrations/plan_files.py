@@ -244,7 +244,7 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
             "", f"Trainer: {what}.", "", *[f"- {n}" for n in sweep["notes"]], "",
             "| run | n | B_p | steps | rollouts | memory |", "|---|---|---|---|---|---|", table, "",
             "## 1. Run the sweep", "",
-            f"Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
+            "Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
             "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "", "The first run's line:", "",
             "```", lines[0], "```", ""]
     if t == "verl":

@@ -135,7 +135,6 @@ def compare(schedule: list[tuple[int, float]], ns: list[int], budget: float, b_p
     table = df.groupby("arm", sort=False)["val"].agg(["mean", "std", "count"])
     table["se"] = table["std"] / np.sqrt(table["count"])
     best_const = table.drop(index=next(iter(arms))).sort_values("mean").index[-1]
-    sched = table.iloc[0]
     diff = df[df.arm == next(iter(arms))]["val"].to_numpy() - df[df.arm == best_const]["val"].to_numpy()
     diff_se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
     return {

@@ -30,7 +30,6 @@ broken by a random order drawn from it, or by position when it is None).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -74,7 +74,7 @@ def picks(folder: Path, budgets: list[float], share: float) -> dict[str, Any]:
         "cheap_budgets": [float(share * b) for b in budgets],
         "picks": {lb: {r: [d["pick"] for d in v] for r, v in by.items()} for lb, by in detail.items()},
         "tie_bands": {lb: {r: [d["tie_band"] for d in v] for r, v in by.items()} for lb, by in detail.items()},
-        "commands": {lb: f"isosim recommend --runs CHEAP_RUNS_CUT_AT_SHARE_C --budget C --reading R --json"
+        "commands": {lb: "isosim recommend --runs CHEAP_RUNS_CUT_AT_SHARE_C --budget C --reading R --json"
                          + (f" --method {m}" if m != "level" else "") for lb, m in METHODS.items()},
         "detail": detail,
     }

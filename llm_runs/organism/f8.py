@@ -245,7 +245,7 @@ def cmd_measure(a: argparse.Namespace) -> None:
                                   f"({', '.join(short)}): --readings needs every run to reach its last budget")
             out[sweep_name]["readings"] = crossing.measure_both(runs, at, a.share)
             pl = out[sweep_name]["plateaus"] = crossing.plateaus(runs, sweep["b_p"])
-            print(f"  peaks (best reading): " + ", ".join(f"n {n} {v['peak']:.3f}" for n, v in pl["per_n"].items())
+            print("  peaks (best reading): " + ", ".join(f"n {n} {v['peak']:.3f}" for n, v in pl["per_n"].items())
                   + f" (se {pl['peak_seed_se']:.4f}; within 2 se of the highest: {pl['peaks_within_2se']})")
             for reading, r in out[sweep_name]["readings"].items():
                 lead = r["cheap_leader"]

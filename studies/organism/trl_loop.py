@@ -14,7 +14,6 @@
 # %%
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
