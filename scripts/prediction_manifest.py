@@ -10,8 +10,8 @@
 - ``studies/results/organism_long/manifest.json``: the long-budget sweeps whose records to 2e6
   are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``;
 - ``studies/results/organism_hard/manifest.json``: the second organism's (``--model organism-hard``)
-  sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap,_simfit}.json``. While only its
-  cheap part is committed the sweep says so (``status``), and its records commit is the cheap part's.
+  sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap,_simfit}.json``; its ``status``
+  says where its cheap part was committed.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
   in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
@@ -72,9 +72,10 @@ FAMILIES = {
                   f"{RESULTS}/organism_hard/prediction_simfit.json"],
         "keys": {},
         "status": {"organism-hard-128": (
-            "cheap part only: every run paused at its first step past 5e4 rollouts (records <= 5e4); the records "
-            "to 1e6 are not committed, so the records commit is the cheap part's and the cheap readers' and the "
-            "frozen simfit method's picks, made from it, are not yet prospective against the full records")},
+            "complete: every run to 1e6 rollouts (the records commit). Its cheap part (every run to its first step "
+            "past 5e4 rollouts) was committed first, at 38160eb, with the cheap readers' picks made from it; "
+            "prediction.json came before any run, prediction_simfit.json after the cheap part and before any record "
+            "past it")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has

@@ -2,8 +2,8 @@
 short of their budget, scored apart (``second_learner``) once they are finished, and nothing of the
 first learner's blocks changes either way. A small results tree: the committed F8 hard-128 and
 hard-256 sweeps (the first learner: two, so that each has another to be chosen on) and the second
-learner's committed cheap part, extended to 1e6 rollouts with made-up evaluations for the finished
-case."""
+learner's committed records cut where its cheap part paused (the first step past 5e4 rollouts),
+extended to 1e6 rollouts with made-up evaluations for the finished case."""
 
 from __future__ import annotations
 
@@ -30,8 +30,16 @@ FIRST = ["organism_f8/hard-128", "organism_f8/hard-256"]
 METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), sff.FROZEN: pm.REGISTRY[sff.FROZEN]}
 
 
+def _cut(run: Path, pause: float = 5e4) -> None:
+    """The run's records as its cheap part left them: up to its first step past ``pause`` rollouts."""
+    lines = [line for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
+    row = json.loads(lines[0])
+    stop = (math.floor(pause / (int(row["n"]) * int(row["b_p"]))) + 1) * int(row["n"]) * int(row["b_p"])
+    (run / "records.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["rollouts"] <= stop))
+
+
 def _extend(run: Path, top: float = 1e6) -> None:
-    """The committed cheap part, continued to the last whole step at ``top`` rollouts: 8 more
+    """The cheap part, continued to the last whole step at ``top`` rollouts: 8 more
     evaluations, each n gaining at its own rate per e-fold of rollouts (n = 32 the fastest)."""
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if line.strip()]
     last = rows[-1]
@@ -52,8 +60,9 @@ def _tree(tmp: Path, finished: bool) -> Path:
         (res / rel).symlink_to(RESULTS / rel)
     for sweep in [*FIRST, SECOND]:  # copied: the plane's search does not follow linked folders
         shutil.copytree(RESULTS / sweep, res / sweep)
-    if finished:
-        for run in sorted((res / SECOND).glob("n*_bp*_s*")):
+    for run in sorted((res / SECOND).glob("n*_bp*_s*")):
+        _cut(run)
+        if finished:
             _extend(run)
     return res
 
