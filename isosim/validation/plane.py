@@ -75,10 +75,12 @@ in its ``prediction.json``; scored apart from the first learner's, every budget 
 def find_sweeps(results: Path, second_learner: bool = False) -> dict[str, Path]:
     """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real``, ``organism_f8`` and
     ``organism_long`` (the held-out long-budget sweeps, :data:`LONG`), named by their path under
-    ``results``; with ``second_learner``, also those under :data:`SECOND` (the second organism's)."""
+    ``results``; with ``second_learner``, also the second organism's sweeps (:data:`SECOND_SWEEPS`
+    only: its pilots' runs sit beside them and are no sweep)."""
     found = {}
     bases = [results / "organism" / "real", results / "organism_f8", results / LONG]
-    for base in bases + ([results / SECOND] if second_learner else []):
+    bases += [results / SECOND / folder for folder in SECOND_SWEEPS] if second_learner else []
+    for base in bases:
         if base.is_dir():
             for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
                 found[str(rec.parent.parent.relative_to(results))] = rec.parent.parent
