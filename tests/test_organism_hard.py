@@ -77,3 +77,24 @@ def test_predict_writes_the_fixed_n_and_the_setting_of_another_organism(tmp_path
     assert seen["splits"] == tmp_path.resolve() and seen["readings"] == [1e5, 1e6] and seen["train_problems"] == 128
     assert entry["fixed_n"] == {"n": 8, "budgets": [1e5, 1e6], "why": "a constant"}
     assert entry["setting"]["model"] == "organism-hard" and entry["setting"]["data"] == str(tmp_path.resolve() / "hard.jsonl")
+
+
+def test_predict_simulates_the_runs_lr_rule_and_records_it(tmp_path, monkeypatch):
+    import llm_runs.organism.predict as pr
+    from isosim.sweeps import sweep as sweep_mod
+
+    seen = {}
+
+    def fake(split, calibration, splits, work, n_boot, **kw):
+        seen.update(work=work, **kw)
+        return {"budgets": [1e3, 1e6], "n_star": [2, 8], "n_sat": 4.0, "n_sat_ci": [2, 8]}
+
+    monkeypatch.setattr(pr, "predict", fake)
+    out = tmp_path / "prediction.json"
+    f8.main(["predict", "--sweep", "s=hard-128-t06", "--splits", str(tmp_path), "--calibration", "c.json",
+             "--lr-rule", "constant", "--work", str(tmp_path / "w"), "--out", str(out)])
+    assert seen["lr_rule"] == "constant" and seen["work"].name.endswith("-lr-constant")  # never the sqrt sweep's cache
+    assert json.loads(out.read_text())["s"]["setting"]["lr_rule"] == "constant"
+    # the rule reaches the simulated runs: every n at the preset's reference-batch lr
+    plan = sweep_mod.plan_for_preset("hard", "q1", seeds=1, budget_max=1e4, n_values=[4, 64], b_p=16, lr_rule="constant")
+    assert plan.base["lr_rule"] == "constant" and plan.base.get("lr_power") is None

@@ -190,14 +190,16 @@ def cmd_predict(a: argparse.Namespace) -> None:
     out = {}
     for sweep_name, setting in (item.split("=", 1) for item in a.sweep):
         s = parse_setting(setting, splits)
-        work = Path(a.work) / (setting + ("-dyn" if sweep_name in dyn else ""))
+        work = Path(a.work) / (setting + ("-dyn" if sweep_name in dyn else "") + (f"-lr-{a.lr_rule}" if a.lr_rule else ""))
         work.mkdir(parents=True, exist_ok=True)
         p = predict(s["split"], Path(a.calibration), splits, work, a.n_boot,
                     n_values=[int(x) for x in a.n.split(",")], seeds=list(range(a.seeds)),
                     max_rollouts=float(a.budget), train_problems=s["max_train_problems"],
-                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None, readings=at)
+                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None, readings=at,
+                    **({"lr_rule": a.lr_rule} if a.lr_rule else {}))
         s["data"] = _rel(s["data"])
-        setting_doc = {"name": setting, **s, "calibration": a.calibration, **({"model": a.model} if a.model else {})}
+        setting_doc = {"name": setting, **s, "calibration": a.calibration, **({"model": a.model} if a.model else {}),
+                       **({"lr_rule": a.lr_rule} if a.lr_rule else {})}
         out[sweep_name] = {"setting": setting_doc, **p}
         if a.fixed_n:  # a baseline committed beside the prediction: always this n, in every reading
             out[sweep_name]["fixed_n"] = {"n": a.fixed_n, "budgets": at or p["budgets"],
@@ -289,6 +291,9 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--readings", default="", metavar="C1,C2,...",
                    help="also the simulated sweep's n* with its tie band at these budgets, in both readings")
     q.add_argument("--model", default="", help="the model the sweep will run (recorded in the setting; e.g. organism-hard)")
+    q.add_argument("--lr-rule", default="", choices=["", "sqrt", "linear", "constant"],
+                   help="the runs' lr rule, simulated too (default the recipe's: sqrt; pass the one the sweep's "
+                        "--extra sets, e.g. constant: every n at base_lr)")
     q.add_argument("--fixed-n", type=int, default=0, help="also commit this fixed n as a baseline prediction")
     q.add_argument("--fixed-n-why", default="", help="why that n (kept with it)")
     q.add_argument("--out", required=True)

@@ -85,10 +85,13 @@ def simulated_readings(df: Any, at: list[float]) -> dict[str, list[dict]]:
 def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int = 200, *,
             n_values: list[int] = N_VALUES, b_p: int = B_P, seeds: list[int] = SEEDS,
             max_rollouts: float = MAX_ROLLOUTS, val_size: int = VAL_SIZE, dynamics: Path | None = None,
-            preset: str | None = None, train_problems: int | None = None, readings: list[float] | None = None) -> dict:
+            preset: str | None = None, train_problems: int | None = None, readings: list[float] | None = None,
+            lr_rule: str | None = None) -> dict:
     """One split's predicted frontier. ``train_problems`` caps the training set (the real runs'
     ``max_train_problems``: a seeded subset of the split's training part); default all of it.
-    ``readings``: budgets at which the simulated sweep's n* is also given in both readings."""
+    ``readings``: budgets at which the simulated sweep's n* is also given in both readings.
+    ``lr_rule``: the simulated runs' batch-size rule instead of the preset's (the real runs'
+    ``lr_rule``; ``constant`` gives every n the preset's lr at its reference batch)."""
     preset = preset or PRESET_OF[split]
     profile, rates = split_profile(split, calibration, splits, work)
     n_train = len(rates) - val_size
@@ -104,7 +107,8 @@ def predict(split: str, calibration: Path, splits: Path, work: Path, n_boot: int
         extra = {"dynamics": doc["dynamics"], "dynamics_profile": str(dynamics),
                  "calibration_fit": {k: v for k, v in doc.get("fit", {}).items() if k != "curves"}}
     plan = sweep.plan_for_preset(preset, "q1", seeds=len(seeds), seed=seeds[0], budget_max=max_rollouts,
-                                 profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size)
+                                 profile=str(profile), n_values=n_values, b_p=b_p, n_train=n_train, n_val=val_size,
+                                 **({"lr_rule": lr_rule} if lr_rule else {}))
     df = sweep.run_sweep(plan, work / (f"sweep_{split}" if dynamics is None else f"sweep_{split}_{plan.plan_id}"))
     res = analysis.analyze(df, metric="val_avg", n_boot=n_boot, seed=0)
     if readings:
