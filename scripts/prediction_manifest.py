@@ -11,7 +11,9 @@
   are committed (``organism_long/<sweep>/``) and ``organism_long/prediction{,_calibrated}.json``;
 - ``studies/results/organism_hard/manifest.json``: the second organism's (``--model organism-hard``)
   sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap,_simfit}.json``; its ``status``
-  says where its cheap part was committed.
+  says where its cheap part was committed;
+- ``studies/results/organism_hard_const/manifest.json``: the same organism and recipe at a constant
+  learning rate (``organism_hard_const/hard-128/``, once committed) and ``organism_hard_const/prediction.json``.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
   in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
@@ -76,6 +78,14 @@ FAMILIES = {
             "past 5e4 rollouts) was committed first, at 38160eb, with the cheap readers' picks made from it; "
             "prediction.json came before any run, prediction_simfit.json after the cheap part and before any record "
             "past it")},
+    },
+    f"{RESULTS}/organism_hard_const/manifest.json": {
+        "sweeps": {"organism-hard-128-const": f"{RESULTS}/organism_hard_const/hard-128"},
+        "files": [f"{RESULTS}/organism_hard_const/prediction.json"],
+        "keys": {},
+        "status": {"organism-hard-128-const": (
+            "predictions first: the second organism at a constant lr (every n at 3e-4), the lead of its pilot "
+            "(studies/LOG.md, 2026-12-06); no run of the sweep is committed yet")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
