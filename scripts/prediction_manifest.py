@@ -81,11 +81,13 @@ FAMILIES = {
     },
     f"{RESULTS}/organism_hard_const/manifest.json": {
         "sweeps": {"organism-hard-128-const": f"{RESULTS}/organism_hard_const/hard-128"},
-        "files": [f"{RESULTS}/organism_hard_const/prediction.json"],
+        "files": [f"{RESULTS}/organism_hard_const/prediction.json", f"{RESULTS}/organism_hard_const/prediction_cheap.json"],
         "keys": {},
         "status": {"organism-hard-128-const": (
-            "predictions first: the second organism at a constant lr (every n at 3e-4), the lead of its pilot "
-            "(studies/LOG.md, 2026-12-06); no run of the sweep is committed yet")},
+            "cheap part only: the second organism at a constant lr (every n at 3e-4), the lead of its pilot "
+            "(studies/LOG.md, 2026-12-06); every run paused at its first step past 5e4 rollouts, committed with the "
+            "cheap readers' picks; prediction.json came before any run. The records to 1e6 are not committed, so "
+            "the records commit is the cheap part's")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has

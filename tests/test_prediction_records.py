@@ -57,7 +57,7 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
         "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long",
         "organism-hard-128", "organism-hard-128-const"}
-    assert len(PREDICTIONS) == 29 + 1
+    assert len(PREDICTIONS) == 29 + 2
     named = {p["file"] for _, _, p in PREDICTIONS}
     on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
