@@ -117,7 +117,7 @@ def test_reader_picks_refitted_on_hard_128(committed):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["organism/real/easy", "organism/real/hard", "organism_f8/hard-1238-t06",
                                   "organism_f8/hard-256", "organism_f8/hard-512", "organism_long/hard-128-long",
-                                  "organism_long/hard-512-long", "organism_long/hard-1238-long"])
+                                  "organism_long/hard-512-long", "organism_long/hard-1238-long", "organism_hard/hard-128"])
 def test_reader_picks_refitted_on_every_sweep(committed, name):
     _same(committed["picks"][name], _reader_rows(name))
 
