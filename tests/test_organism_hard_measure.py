@@ -204,3 +204,28 @@ def test_long_sweep_read_out_matches_its_committed_tables():
         s = doc["readings"][reading]["slope"]
         assert s["n_star"] == [w[0] for w in want]
         assert s["interval"][0] <= s["point"] + 1e-12 and s["point"] <= s["interval"][1] + 1e-12
+
+
+def _close(want, got, path=""):
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(want) == sorted(got), path
+        for k in want:
+            _close(want[k], got[k], f"{path}/{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(want) == len(got), path
+        for i, (w, g) in enumerate(zip(want, got)):
+            _close(w, g, f"{path}[{i}]")
+    elif isinstance(want, float) and not isinstance(want, bool):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), path
+    else:
+        assert got == want, path
+
+
+def test_the_committed_read_out_is_the_records():
+    """measured.json, rebuilt from the committed records and manifest (the same bootstrap: 4,000
+    resamples, seed 0): every n*, tie band, crossing, slope and prediction score."""
+    committed = json.loads(hm.COMMITTED.read_text())
+    doc = json.loads(json.dumps(hm.build(ROOT / "studies/results/organism_hard/hard-128")))
+    assert not doc["partial"] and committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
+    for key in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p"):
+        _close(committed[key], doc[key], key)
