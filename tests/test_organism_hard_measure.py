@@ -16,6 +16,8 @@ import pytest
 from isosim.errors import IsosimError
 from isosim.validation import crossing
 
+from json_helpers import assert_same_json  # tests/json_helpers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("organism_hard_measure", ROOT / "studies/organism/organism_hard_measure.py")
 hm = importlib.util.module_from_spec(_spec)
@@ -206,21 +208,6 @@ def test_long_sweep_read_out_matches_its_committed_tables():
         assert s["interval"][0] <= s["point"] + 1e-12 and s["point"] <= s["interval"][1] + 1e-12
 
 
-def _close(want, got, path=""):
-    if isinstance(want, dict):
-        assert isinstance(got, dict) and sorted(want) == sorted(got), path
-        for k in want:
-            _close(want[k], got[k], f"{path}/{k}")
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(want) == len(got), path
-        for i, (w, g) in enumerate(zip(want, got)):
-            _close(w, g, f"{path}[{i}]")
-    elif isinstance(want, float) and not isinstance(want, bool):
-        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), path
-    else:
-        assert got == want, path
-
-
 def test_the_committed_read_out_is_the_records():
     """measured.json, rebuilt from the committed records and manifest (the same bootstrap: 4,000
     resamples, seed 0): every n*, tie band, crossing, slope and prediction score."""
@@ -228,4 +215,4 @@ def test_the_committed_read_out_is_the_records():
     doc = json.loads(json.dumps(hm.build(ROOT / "studies/results/organism_hard/hard-128")))
     assert not doc["partial"] and committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
     for key in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p"):
-        _close(committed[key], doc[key], key)
+        assert_same_json(committed[key], doc[key], key, rel=1e-9, abs=1e-12)

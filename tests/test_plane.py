@@ -18,6 +18,8 @@ from isosim.validation import plane_methods as pm
 from isosim.validation import plane_report as rep
 from isosim.validation import readings as rd
 
+from json_helpers import assert_same_json  # tests/json_helpers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
 
@@ -64,18 +66,7 @@ def test_steps_reader_reads_larger_n_from_smaller_n_at_matched_steps():
 
 def _same(want, got, path="plane.json"):
     """Every key and value equal (floats to 1e-9)."""
-    if isinstance(want, dict):
-        assert isinstance(got, dict) and sorted(got) == sorted(want), (path, sorted(set(got) ^ set(want))[:8])
-        for k in want:
-            _same(want[k], got[k], f"{path}/{k}")
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), path
-        for i, (w, g) in enumerate(zip(want, got)):
-            _same(w, g, f"{path}[{i}]")
-    elif isinstance(want, float) or isinstance(got, float):
-        assert got == pytest.approx(want, abs=1e-9), path
-    else:
-        assert got == want, path
+    assert_same_json(want, got, path, abs=1e-9)
 
 
 @pytest.fixture(scope="module")

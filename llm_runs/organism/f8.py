@@ -190,16 +190,16 @@ def cmd_predict(a: argparse.Namespace) -> None:
     out = {}
     for sweep_name, setting in (item.split("=", 1) for item in a.sweep):
         s = parse_setting(setting, splits)
+        rule = {"lr_rule": a.lr_rule} if a.lr_rule else {}  # else the recipe's (the preset's) rule
         work = Path(a.work) / (setting + ("-dyn" if sweep_name in dyn else "") + (f"-lr-{a.lr_rule}" if a.lr_rule else ""))
         work.mkdir(parents=True, exist_ok=True)
         p = predict(s["split"], Path(a.calibration), splits, work, a.n_boot,
                     n_values=[int(x) for x in a.n.split(",")], seeds=list(range(a.seeds)),
                     max_rollouts=float(a.budget), train_problems=s["max_train_problems"],
-                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None, readings=at,
-                    **({"lr_rule": a.lr_rule} if a.lr_rule else {}))
+                    dynamics=Path(dyn[sweep_name]) if sweep_name in dyn else None, readings=at, **rule)
         s["data"] = _rel(s["data"])
         setting_doc = {"name": setting, **s, "calibration": a.calibration, **({"model": a.model} if a.model else {}),
-                       **({"lr_rule": a.lr_rule} if a.lr_rule else {})}
+                       **rule}
         out[sweep_name] = {"setting": setting_doc, **p}
         if a.fixed_n:  # a baseline committed beside the prediction: always this n, in every reading
             out[sweep_name]["fixed_n"] = {"n": a.fixed_n, "budgets": at or p["budgets"],
