@@ -16,11 +16,107 @@ def test_readme_is_short():
     assert len(README.splitlines()) <= 250
 
 
+def code_blocks(text: str) -> list[str]:
+    return re.findall(r"^```\w*\n(.*?)^```", text, re.S | re.M)
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    # the title, then two code blocks of one command each: install and run the main job, install and test
+    assert README.split("```", 1)[0].strip() == "# isosim"
+    first, second = [[ln for ln in block.splitlines() if ln.strip()] for block in code_blocks(README)[:2]]
+    assert len(first) == 1 and len(second) == 1, (first, second)
+    assert "pip install -e . && isosim explore --preset " in first[0], first
+
+
 def test_readme_test_command_is_the_ci_command():
     ci = (ROOT / ".ci" / "run").read_text()
     ci_cmd = next(ln for ln in ci.splitlines() if ln.startswith("pip install"))
-    second = [ln for ln in README.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if ln.strip()][1]
+    second = code_blocks(README)[1].strip()
     assert second.endswith(ci_cmd.replace("pip install -q ", "pip install ")), (second, ci_cmd)  # CI adds -q
+
+
+def test_the_first_60_lines_hold_the_three_ways_with_their_commands():
+    head = "\n".join(README.splitlines()[:60])
+    for way in ("**1. What if, in the simulator**", "**2. Your own trainer (TRL, verl).**", "**3. Real runs"):
+        assert way in head, way
+    commands = "\n".join(code_blocks(head)[2:])  # after the two set-up commands
+    for command in ("isosim explore --preset", "isosim recommend --budget", "isosim plan --for trl",
+                    "bash sweep/launch.sh", "isosim recommend --runs sweep/runs", "isosim validate --model organism"):
+        assert command in commands, command
+    assert head.index("**1.") < head.index("**2.") < head.index("**3."), "the three ways, in order"
+
+
+def section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n") + len(heading) + 5
+    return text[start: text.index("\n## ", start)]
+
+
+def test_what_is_validated_is_short_with_one_figure():
+    body = section(README, "What is validated, and what is not")
+    assert len(body.split()) <= 320, len(body.split())  # "at most about 300 words"
+    assert len(re.findall(r"!\[", body)) == 1
+    assert "docs/validation.md" in body  # where every number lives
+
+
+GLOSSARY = (ROOT / "docs" / "glossary.md").read_text()
+
+
+def glossary_terms() -> list[str]:
+    """Each glossary entry is a list item that opens with its names in bold: ``- **a**, **b**: ...``
+    (a name with a star is in code: ``**`n*`**``)."""
+    terms = []
+    for line in GLOSSARY.splitlines():
+        if line.startswith("- **"):
+            lead = line[2:].split(":", 1)[0]
+            terms += [t.strip("`") for t in re.findall(r"\*\*(.+?)\*\*", lead)]
+    return terms
+
+
+def term_pattern(term: str) -> re.Pattern:
+    # a term is a whole word (plural allowed); one- and two-letter terms and names with capitals match
+    # their case exactly (n is not N), the rest in any case (a sentence may start with one)
+    flags = 0 if len(term) <= 2 or term != term.lower() else re.I
+    return re.compile(rf"(?<![\w@/.-]){re.escape(term)}(?:e?s)?(?![\w@/-])", flags)
+
+
+def sentence_around(text: str, pos: int) -> str:
+    ends = [m.end() for m in re.finditer(r"[.?!]\s|\n\s*\n", text[:pos])]
+    start = ends[-1] if ends else 0
+    m = re.search(r"[.?!]\s|\n\s*\n", text[pos:])
+    return text[start: pos + m.start() + 1 if m else len(text)]
+
+
+def defined_in(sentence: str, term: str) -> bool:
+    """Defined where it is used: in italics or bold (``*rollouts* (sampled completions)``), as the name
+    of a description, in brackets (``problems per batch (`B_p`)``), or by a formula or a colon after
+    it (```C = B_p * n * M```, ``term: ...``)."""
+    t = re.escape(term)
+    forms = (rf"\*{t}(?:e?s)?\*", rf"\(`?{t}`?\)", rf"(?<![\w@/.-])`?{t}`?( =|:) ")
+    return any(re.search(f, sentence) for f in forms)
+
+
+def test_glossary_has_the_terms_the_readme_needs():
+    terms = set(glossary_terms())
+    for term in ("octaves", "se", "avg@4", "avg@k", "best@k", "profile", "profile-only", "cheap leader",
+                 "cheap part", "rung", "sbi-band", "loso", "leave-one-sweep-out", "Hyperband", "simfit", "F8",
+                 "crossing", "T 0.6", "n_sat", "n*", "tie band", "regret", "overhead", "the plane", "readings",
+                 "best", "final", "isocompute", "organism", "B_p", "M", "C"):
+        assert term in terms, term
+
+
+def test_every_glossary_term_in_the_readme_is_defined_at_first_use_or_linked_before():
+    prose = re.sub(r"^```.*?^```", lambda m: " " * len(m.group()), README, flags=re.S | re.M)  # commands are not prose
+    link = prose.index("](docs/glossary.md)")
+    used = 0
+    for term in glossary_terms():
+        m = term_pattern(term).search(prose)
+        if m is None:
+            continue
+        used += 1
+        if m.start() < link:
+            sentence = sentence_around(prose, m.start())
+            assert defined_in(sentence, term), f"{term!r} is used before the glossary link, undefined: {sentence!r}"
+    assert used >= 20, used  # the check reads the README's words, not nothing
 
 
 def test_links_resolve():
@@ -55,3 +151,11 @@ def test_readme_api_snippet_runs_and_averages_seeds(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}, timeout=600)
     assert res.stdout.strip().endswith("ok"), res.stderr[-2000:]
+
+
+def test_readme_launch_line_is_the_one_plan_prints():
+    from isosim.integrations.plan_files import USER_ARGS
+
+    for page in (README, (ROOT / "docs" / "integrations.md").read_text()):
+        launch = next(ln for ln in page.splitlines() if ln.startswith("bash sweep/launch.sh"))
+        assert launch == f"bash sweep/launch.sh {USER_ARGS['trl']}", launch
