@@ -13,7 +13,7 @@
   sweep ``organism_hard/hard-128/`` and ``organism_hard/prediction{,_cheap,_simfit}.json``; its ``status``
   says where its cheap part was committed;
 - ``studies/results/organism_hard_const/manifest.json``: the same organism and recipe at a constant
-  learning rate (``organism_hard_const/hard-128/``, once committed) and ``organism_hard_const/prediction.json``.
+  learning rate (``organism_hard_const/hard-128/``, once committed) and ``organism_hard_const/prediction{,_cheap,_simfit_lr}.json``.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
   in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
@@ -81,7 +81,8 @@ FAMILIES = {
     },
     f"{RESULTS}/organism_hard_const/manifest.json": {
         "sweeps": {"organism-hard-128-const": f"{RESULTS}/organism_hard_const/hard-128"},
-        "files": [f"{RESULTS}/organism_hard_const/prediction.json", f"{RESULTS}/organism_hard_const/prediction_cheap.json"],
+        "files": [f"{RESULTS}/organism_hard_const/prediction.json", f"{RESULTS}/organism_hard_const/prediction_cheap.json",
+                  f"{RESULTS}/organism_hard_const/prediction_simfit_lr.json"],
         "keys": {},
         "status": {"organism-hard-128-const": (
             "cheap part only: the second organism at a constant lr (every n at 3e-4), the lead of its pilot "
@@ -125,6 +126,10 @@ methods, the whole-grid dynamics fits, the allocation rules' predicted gains), e
 that splits it into (runs folder, label, the numbers that make the prediction)"""
 
 NOTES = {
+    ("organism_hard_const/prediction_simfit_lr.json", "organism-hard-128-const"): (
+        "the method reads each seed's n = 8 run to 5 % of C only, but its mechanism (a decay for the walk beyond "
+        "the sqrt rule) was chosen after the cheap part of every n (to 5e4) and the constant-lr pilot had been "
+        "seen; committed before any record past 5e4 existed (studies/LOG.md, 2026-12-06, fourth session)"),
     ("organism_f8/prediction.json", "hard-128"): (
         "not blind: the pilot (LOG table in 94768c1, records in 6bb1e87, studies/results/organism/pilot_f8/) "
         "ran seed 0 of n = 2, 8, 32, 128 on this setting to 1e5 rollouts and chose the setting; its values "

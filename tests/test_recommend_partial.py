@@ -29,7 +29,7 @@ def _write(root: Path, rows_by_run: dict[str, list[dict]], warmup: int | None = 
         d.mkdir(parents=True)
         d.joinpath("records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         if warmup is not None:
-            d.joinpath("config.json").write_text(json.dumps({"recipe": "hard", "warmup_steps": warmup}))
+            d.joinpath("config.json").write_text(json.dumps({"recipe": "hard", "warmup_steps": warmup, "lr_rule": "sqrt"}))
     return root
 
 

@@ -18,11 +18,13 @@ STUDIES = Path(__file__).resolve().parents[1] / "studies"
 # each study sits in the folder of its part (studies/README.md); common.py is their shared plumbing
 BUILDERS = ("scoring/sbi_bank.py", "allocation/organism_measured.py", "scoring/simfit_organism_hard.py",
             "scoring/simfit.py", "fidelity/curve_fidelity.py", "fidelity/flat_regime.py",
-            "organism/organism_hard_measure.py", "organism/pilot_criterion.py")
+            "organism/organism_hard_measure.py", "organism/pilot_criterion.py", "scoring/simfit_lr_const.py",
+            "organism/const_vs_sqrt.py")
 """scripts that write one results file from runs, or read one (the plane's simulated bank, the
 organism allocation check's measured.json, the frozen simfit method's organism-hard prediction, the
 simfit calibrations scored on the nine sweeps, the curve-fidelity table, the flat-regime ablation,
-the second organism's measured.json, the learner search's pilot criterion), with no --quick scale"""
+the second organism's measured.json, the learner search's pilot criterion, the lr-aware method's
+constant-lr picks, the two lr rules' cheap parts compared), with no --quick scale"""
 ALL = sorted(str(p.relative_to(STUDIES)) for p in STUDIES.glob("*/*.py") if str(p.relative_to(STUDIES)) not in BUILDERS)
 RUN = ("paper/baseline.py",)
 

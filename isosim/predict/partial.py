@@ -67,26 +67,74 @@ def _one_value(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> tuple[int 
     return None, None
 
 
-def _warmup_of(path: Path, df: pd.DataFrame) -> tuple[int | None, str | None]:
+def _config_values(path: Path, key: str) -> set:
+    """The distinct values of ``key`` in the run folders' ``config.json`` files (isosim runs)."""
     from isosim.frontier.report import record_files
 
     vals = set()
-    if path.is_dir():
-        for f in record_files(path):
+    if Path(path).is_dir():
+        for f in record_files(Path(path)):
             cfg = f.parent / "config.json"
             if cfg.is_file():
                 try:
-                    got = json.loads(cfg.read_text()).get("warmup_steps")
+                    got = json.loads(cfg.read_text()).get(key)
                 except (OSError, ValueError, AttributeError):
                     got = None
                 if got is not None:
-                    vals.add(int(got))
+                    vals.add(got)
+    return vals
+
+
+def _warmup_of(path: Path, df: pd.DataFrame) -> tuple[int | None, str | None]:
+    vals = {int(v) for v in _config_values(path, "warmup_steps")}
     if vals:
         if len(vals) > 1:
             raise IsosimError(f"the runs' config.json files hold several warmup_steps ({', '.join(map(str, sorted(vals)))}); "
                               "calibrate on runs of one setting")
         return vals.pop(), "config.json (warmup_steps)"
     return _one_value(df, ("warmup",), "warm-up")
+
+
+def _rule_of_lrs(lrs: Mapping[int, float], b_p: int, rtol: float = 0.02) -> str | None:
+    """The rule runs of one B_p follow (n -> lr): the one of ``isosim.predict.simfit_lr.RULE_EXPONENT``
+    under which lr / (B_p n) ** e is the same for every n; None for one n or none."""
+    from isosim.predict.simfit_lr import RULE_EXPONENT
+
+    if len(lrs) < 2 or any(not (v and math.isfinite(v) and v > 0) for v in lrs.values()):
+        return None
+    for rule, e in RULE_EXPONENT.items():
+        base = [v / (b_p * n) ** e for n, v in lrs.items()]
+        if max(base) <= min(base) * (1 + rtol):
+            return rule
+    return None
+
+
+def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None) -> tuple[str, str]:
+    """The lr rule the cheap runs were trained with, and where it was read: the run folders'
+    ``config.json`` ``lr_rule`` (isosim runs), else ``--lr-rule``, else the rule the runs' own lr
+    values follow across n (two n or more), else ``constant`` (TRL's and verl's practice: one lr
+    for every n). A flag that contradicts the runs is refused."""
+    from isosim.predict import simfit_lr as slr
+
+    if given is not None:
+        slr.check_rule(given)
+    found = {str(v) for v in _config_values(path, "lr_rule")}
+    if len(found) > 1:
+        raise IsosimError(f"the runs' config.json files hold several lr rules ({', '.join(sorted(found))}); "
+                          "calibrate on runs of one rule")
+    if found:
+        rule = slr.check_rule(found.pop())
+        if given is not None and given != rule:
+            raise IsosimError(f"--lr-rule {given} contradicts the runs' config.json (lr_rule {rule}): drop --lr-rule")
+        return rule, "config.json (lr_rule)"
+    if given is not None:
+        return given, "--lr-rule"
+    if "lr" in df.columns and "n" in df.columns:
+        lrs = df.dropna(subset=["lr", "n"]).groupby("n")["lr"].first()
+        rule = _rule_of_lrs({int(n): float(v) for n, v in lrs.items()}, b_p)
+        if rule is not None:
+            return rule, "the runs' lr across n"
+    return "constant", "default (one lr for every n, as TRL and verl train; --lr-rule to change)"
 
 
 def setting_of(path: Path, df: pd.DataFrame, b_p: int, problems: int, train_size: int | None = None,
@@ -155,8 +203,9 @@ def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], bud
 
 def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
                       train_size: int | None = None, val_size: int | None = None,
-                      warmup: int | None = None) -> dict[str, Any]:
-    """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``."""
+                      warmup: int | None = None, lr_rule: str | None = None) -> dict[str, Any]:
+    """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``,
+    read under the runs' lr rule (:func:`lr_rule_of`)."""
     from isosim.integrations import default_metric, load_runs
     from isosim.predict.from_runs import cheap_curves
     from isosim.sim.profiles import read_profile
@@ -184,11 +233,12 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
     if cheap >= budget:
         raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
     setting, sources = setting_of(path, df, b_p, problems, train_size, val_size, warmup)
+    rule, sources["lr_rule"] = lr_rule_of(path, df, b_p, lr_rule)
     setting = sff.user_setting(runs, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
     grid = sff.grid_for(budget, b_p, sorted(set(GRID_N) | set(runs)))
     t0 = time.perf_counter()
     bank = bank_for(profile, setting, sorted(set(grid) | set(runs)), budget)
-    got = sff.user_pick(bank, runs, grid, budget)
+    got = sff.user_pick(bank, runs, grid, budget, rule)
     other = "final" if reading == "best" else "best"
     per_n = {}
     for n in sorted(set(grid) | set(runs)):
@@ -204,7 +254,7 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
            "setting": setting, "setting_from": sources, "grid": grid, "bank_seconds": round(time.perf_counter() - t0, 1),
            "pick": got[reading]["pick"], "pick_other_reading": {other: got[other]["pick"]},
            "tie_band": got[reading]["within_band"], "n": per_n, "cheap_rollouts": float(cheap), "cheap_share": share,
-           "scored_share": scored, **{k: got[k] for k in ("best", "final", "method", "frozen", "frozen_commit",
+           "scored_share": scored, "lr_rule": rule, **{k: got[k] for k in ("best", "final", "method", "frozen", "frozen_commit",
                                                          "measured", "simulated", "theta", "v0", "rms",
                                                          "points", "scores_nine_sweeps")}}
     out["tie_band_value"] = got["tie_band"]
@@ -238,6 +288,7 @@ def lines(r: Mapping[str, Any]) -> list[str]:
     st, src = r["setting"], r["setting_from"]
     th = r["theta"]
     out = [f"{r['runs']}: {r['read']}; calibrated simulator: {r['method']}, {kind}; reading {r['reading']}",
+           f"lr rule: {r['lr_rule']} ({src['lr_rule']}); the pick assumes the full run trains every n by this rule",
            f"setting simulated: B_p {st['b_p']} ({src['b_p']}), training set {st['n_train']} ({src['n_train']}), "
            f"validation set {st['n_val']} ({src['n_val']}), warm-up {st['warmup']} ({src['warmup']}); "
            f"bank simulated in {r['bank_seconds']:.0f} s",

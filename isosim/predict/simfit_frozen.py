@@ -170,11 +170,14 @@ def user_bank(profile: str | Path, setting: Mapping[str, Any], n_values: Sequenc
 
 
 def user_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]],
-              grid: Sequence[int], budget: float) -> dict[str, Any]:
+              grid: Sequence[int], budget: float, lr_rule: str = "sqrt") -> dict[str, Any]:
     """The calibrated simulator's answer for a user's cheap runs (seed -> ... pooled: every seed's
     points enter one fit): one measured n -> the frozen method; two -> :data:`TWO_RUNS`, the same
     with the exponent fitted too (scored on the nine sweeps, not frozen). Which n were measured and
-    to what rollouts is returned with the pick."""
+    to what rollouts is returned with the pick. The runs' ``lr_rule`` is read by
+    :mod:`isosim.predict.simfit_lr` (under the sqrt rule, the method as frozen)."""
+    from isosim.predict import simfit_lr as slr
+
     doc = frozen()
     label = FROZEN if len(runs) == 1 else TWO_RUNS
     spec = CALIBRATIONS[label]
@@ -183,7 +186,7 @@ def user_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[
     points = [(int(n), float(r), float(v)) for n, seeds in runs.items() for c in seeds.values() for r, v in c]
     if not any(r > 0 for _, r, _ in points):
         raise IsosimError("the cheap runs have no evaluation after step 0: nothing to calibrate on")
-    got = choose(bank, points, grid, budget, prior, spec["free"], band, stay=tuple(sorted(runs)))
+    got = slr.choose(bank, points, grid, budget, prior, spec["free"], band, tuple(sorted(runs)), lr_rule)
     measured = {int(n): max(r for c in seeds.values() for r, _ in c) for n, seeds in runs.items()}
     got.update({"method": label, "frozen": label == FROZEN, "frozen_commit": doc["commit"], "tie_band": band,
                 "measured": {str(n): measured[n] for n in sorted(measured)},
