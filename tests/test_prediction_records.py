@@ -57,7 +57,7 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
         "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long",
         "organism-hard-128", "organism-hard-128-const"}
-    assert len(PREDICTIONS) == 29 + 2
+    assert len(PREDICTIONS) == 29 + 3  # organism-hard-128-const: profile-only, cheap readers, the lr-aware method
     named = {p["file"] for _, _, p in PREDICTIONS}
     on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
@@ -246,7 +246,8 @@ def test_simfit_picks_follow_from_their_cheap_runs(item, tmp_path):
     whose runs of other n hold a nonsense value at every evaluation (the script lists them, the n of the
     grid, and reads none of their values), is the committed one."""
     path, sweep, p = item
-    spec_ = importlib.util.spec_from_file_location("simfit_organism_hard", ROOT / "studies/scoring/simfit_organism_hard.py")
+    script = "simfit_lr_const" if p["file"].endswith("prediction_simfit_lr.json") else "simfit_organism_hard"
+    spec_ = importlib.util.spec_from_file_location(script, ROOT / f"studies/scoring/{script}.py")
     mod = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(mod)
     copy = tmp_path / "runs"
@@ -263,7 +264,11 @@ def test_simfit_picks_follow_from_their_cheap_runs(item, tmp_path):
             rec.write_text("".join(json.dumps({**r, "val_avg": -1e9 if r["val_avg"] is not None else None}) + "\n"
                                    for r in rows))
     committed = json.loads((ROOT / p["file"]).read_text())[p["key"]]
-    fresh = json.loads(json.dumps(mod.predict(copy)))[p["key"]]
+    if script == "simfit_lr_const":  # the lr-aware method reads its sweep from SWEEP (and checks the sqrt one first)
+        mod.SWEEP = copy
+        fresh = json.loads(json.dumps(mod.predict()))[p["key"]]
+    else:
+        fresh = json.loads(json.dumps(mod.predict(copy)))[p["key"]]
     assert fresh["picks"] == committed["picks"]
     assert fresh["n_values"] == committed["n_values"]
     assert mismatches(committed["replays"], fresh["replays"], ignored=set(), rtol=PREDICT_RTOL) == []

@@ -114,7 +114,7 @@ def predict() -> dict:
             if line.strip() and float(json.loads(line)["rollouts"]) > upto * (1 + 1e-12):
                 break
             lines.append(line + "\n")
-        inputs[f"{SWEEP.relative_to(ROOT)}/{rec.parent.name}/records.jsonl (lines <= {upto:g} rollouts)"] = \
+        inputs[f"{SWEEP.relative_to(ROOT) if SWEEP.is_relative_to(ROOT) else SWEEP}/{rec.parent.name}/records.jsonl (lines <= {upto:g} rollouts)"] = \
             hashlib.sha256("".join(lines).encode()).hexdigest()
     return {KEY: {
         "method": METHOD, "freeze_commit": doc["commit"], "variant": doc["variant"]["name"], "lr_rule": rule,
