@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -155,8 +155,9 @@ def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], bud
 
 def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
                       train_size: int | None = None, val_size: int | None = None,
-                      warmup: int | None = None) -> dict[str, Any]:
-    """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``."""
+                      warmup: int | None = None, maps: Sequence[str] = (), sets: Sequence[str] = ()) -> dict[str, Any]:
+    """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``
+    (``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs)."""
     from isosim.integrations import default_metric, load_runs
     from isosim.predict.from_runs import cheap_curves
     from isosim.sim.profiles import read_profile
@@ -167,7 +168,7 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
     problems = int(read_profile(profile).rates.size)
     path = Path(path)
-    df, what = load_runs(path)
+    df, what = load_runs(path, maps=maps, sets=sets)
     metric = default_metric(df)
     ns = measured_n(df, metric)
     if len(ns) > 2:
