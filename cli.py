@@ -280,7 +280,7 @@ def _runs_lr(runs: Path, r: dict, maps: list[str], sets: list[str], assumed: Opt
     per_run = LR.run_lrs(runs, df)
     info = LR.runs_rule(per_run)
     pick_lr = LR.pick_lr(info, per_run, int(r["pick"]), int(r["b_p"]))
-    return {"runs": per_run, **info, "pick_lr": pick_lr, "assumed_rule": assumed or info["rule"],
+    return {"each": per_run, **info, "pick_lr": pick_lr, "assumed_rule": assumed or info["rule"],
             "lines": LR.runs_lines(per_run, info, int(r["pick"]), int(r["b_p"]), assumed)}
 
 

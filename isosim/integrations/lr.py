@@ -146,7 +146,7 @@ def runs_rule(per_run: dict[str, dict[str, Any]]) -> dict[str, Any]:
     batch size, the rule every run's isosim config names); ``rule`` is ``none`` where no run's lr was found."""
     pts = [(r["n"] * r["b_p"], r["lr"]) for r in per_run.values() if r["lr"] is not None]
     if not pts:
-        return {"rule": "none", "base": None, "runs_with_lr": 0, "runs": len(per_run)}
+        return {"rule": "none", "base": None, "runs_with_lr": 0, "runs_read": len(per_run)}
     rule = infer_rule(pts)
     named = {r.get("rule") for r in per_run.values()}
     if rule == "unknown" and len(named) == 1 and None not in named:  # one batch size: the rule the runs name
@@ -154,7 +154,7 @@ def runs_rule(per_run: dict[str, dict[str, Any]]) -> dict[str, Any]:
     base = None
     if rule in LR_POWER:
         base = float(sum(base_of(v, b, rule) for b, v in pts) / len(pts))
-    return {"rule": rule, "base": base, "runs_with_lr": len(pts), "runs": len(per_run)}
+    return {"rule": rule, "base": base, "runs_with_lr": len(pts), "runs_read": len(per_run)}
 
 
 def pick_lr(info: dict[str, Any], per_run: dict[str, dict[str, Any]], n: int, b_p: int) -> float | None:
