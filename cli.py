@@ -174,8 +174,7 @@ def explore(
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         preset = preset or "easy"
-        if budget_max is not None and budget_max <= 0:
-            raise IsosimError(f"--budget-max must be positive (got {budget_max:g})")
+        _check_budget(budget_max, "--budget-max")
         overrides = {}
         if profile is not None:
             from isosim.sim.profiles import read_profile
@@ -295,7 +294,7 @@ def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
     if math.isinf(budget) and budget > 0:
         raise IsosimError(f"{flag} must be finite: a number of rollouts, e.g. 2e6 (got inf)")
     if not budget > 0 or math.isnan(budget):
-        raise IsosimError(f"{flag} must be a positive number of rollouts (got {budget:g})")
+        raise IsosimError(f"{flag} must be positive: a number of rollouts (got {budget:g})")
 
 
 def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: str,
@@ -623,8 +622,7 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
         raise IsosimError(f"--grid {grid}: every n must be >= 1")
     if grid is not None and budget is None:
         raise IsosimError("--grid needs --budget (the budget every n is simulated to)")
-    if budget is not None and not budget > 0:
-        raise IsosimError(f"--budget must be positive (got {budget:g})")
+    _check_budget(budget)
     params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
     runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
     typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
@@ -678,6 +676,8 @@ def predict(
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
 
+    _check_budget(budget)
+    _check_budget(max_rollouts, "--max-rollouts")
     with _working("fitting the cheap curves and the predicted frontier"):
         entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                                n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
@@ -743,7 +743,8 @@ def validate(
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
     if preset is not None and profile is not None:
         raise IsosimError("give --preset or --profile, not both")
-    if budget <= 0 or budget != int(budget):
+    _check_budget(budget)
+    if budget != int(budget):
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
     n_list = _n_list(n, "4,16,64")
     if n_list:  # before the prediction: what no run can use is refused at once
