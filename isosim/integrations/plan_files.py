@@ -480,5 +480,7 @@ def full_lines(r: dict[str, Any], full: dict[str, Any], trainer: str) -> list[st
             f"full run for {trainer}: n = {r['pick']}, B_p = {r['b_p']}, {full['steps']} steps "
             f"({full['rollouts']:,} rollouts of C = {r['budget']:.4g}) on {full['processes']} process(es)"]
     text += [f"  note: {n}" for n in full["notes"]]
+    if full.get("lr") is not None:
+        text.append(f"  lr {full['lr']:.3g}: the cheap runs' rule for n = {r['pick']} (see the lr lines above)")
     text += [f"settings: {full['settings']}", f"launch: {full['launch']}"]
     return text
