@@ -174,8 +174,7 @@ def explore(
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         preset = preset or "easy"
-        if budget_max is not None and budget_max <= 0:
-            raise IsosimError(f"--budget-max must be positive (got {budget_max:g})")
+        _check_budget(budget_max, "--budget-max")
         overrides = {}
         if profile is not None:
             from isosim.sim.profiles import read_profile
@@ -240,14 +239,16 @@ def analyze(
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
 
-def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool) -> None:
+def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool,
+                    maps: list[str], sets: list[str]) -> dict:
     from isosim.files import dumps_json
     from isosim.predict import choice
 
-    r = choice.recommend_runs(runs, budget, method, reading)
+    r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets)
+    r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
     if as_json:
         typer.echo(dumps_json(r))
-        return
+        return r
     typer.echo(f"{runs}: {r['read']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
     band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"
@@ -263,6 +264,80 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         typer.echo(f"units: {r['units']}")
     if r.get("n_matters"):
         typer.echo(r["n_matters"]["line"])
+    for line in r["lr"]["lines"]:
+        typer.echo(line)
+    return r
+
+
+def _runs_lr(runs: Path, r: dict, maps: list[str], sets: list[str], assumed: Optional[str]) -> dict:
+    """Each cheap run's lr, the runs' rule, the pick's lr and what to say about them
+    (:mod:`isosim.integrations.lr`); ``assumed``: the rule the pick assumes (None: the runs' own)."""
+    from isosim.integrations import load_runs
+    from isosim.integrations import lr as LR
+
+    df, _ = load_runs(runs, maps=maps, sets=sets)
+    per_run = LR.run_lrs(runs, df)
+    info = LR.runs_rule(per_run)
+    pick_lr = LR.pick_lr(info, per_run, int(r["pick"]), int(r["b_p"]))
+    return {"each": per_run, **info, "pick_lr": pick_lr, "assumed_rule": assumed or info["rule"],
+            "lines": LR.runs_lines(per_run, info, int(r["pick"]), int(r["b_p"]), assumed)}
+
+
+def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
+    """Refuse a budget that is not a positive finite number of rollouts, before any work."""
+    import math
+
+    from isosim.errors import IsosimError
+
+    if budget is None:
+        return
+    if math.isinf(budget) and budget > 0:
+        raise IsosimError(f"{flag} must be finite: a number of rollouts, e.g. 2e6 (got inf)")
+    if not budget > 0 or math.isnan(budget):
+        raise IsosimError(f"{flag} must be positive: a number of rollouts (got {budget:g})")
+
+
+def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: str,
+                     for_: Optional[str], reading: str, method: Optional[str], runs: Optional[Path],
+                     val_size: Optional[int], warmup_steps: Optional[int], maps: list[str], sets: list[str],
+                     profile: Optional[Path]) -> None:
+    """Every flag of ``recommend`` checked before any simulation or reading of runs."""
+    from isosim.errors import IsosimError
+    from isosim.integrations import _runs
+    from isosim.integrations import plan as P
+    from isosim.validation.readings import check_reading
+
+    _check_budget(budget)
+    for flag, value, least in (("--max-batch", max_batch, 1), ("--train-size", problems, 1),
+                               ("--val-size", val_size, 1), ("--warmup-steps", warmup_steps, 0)):
+        if value is not None and value < least:
+            raise IsosimError(f"{flag} must be >= {least} (got {value})")
+    if for_ is not None and for_ not in P.TRAINERS:
+        raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {for_!r}")
+    check_reading(reading)
+    if method is not None:
+        from isosim.predict import sbi, stepcurve
+
+        known = stepcurve.METHODS + tuple(sbi.BANDS)
+        if method not in known:
+            raise IsosimError(f"--method must be one of {', '.join(known)}, got {method!r}")
+    if runs is None:
+        from isosim.frontier.report import metric_column
+        from isosim.records import SIMULATED_METRICS
+
+        if metric_column(metric) not in SIMULATED_METRICS:
+            raise IsosimError(f"--metric {metric!r}: the simulated runs record no such column (use avg, best or worst)")
+        if maps or sets:
+            raise IsosimError("--map and --set read the logs of --runs (TensorBoard, W&B): give --runs, or drop them")
+    else:
+        if not runs.exists():
+            raise IsosimError(f"{runs}: no such file or folder")
+        _runs.parse_maps(maps)
+        _runs.parse_sets(sets)
+    if profile is not None:
+        from isosim.sim.profiles import read_profile
+
+        read_profile(profile)
 
 
 @app.command()
@@ -283,6 +358,8 @@ def recommend(
     for_: Optional[str] = typer.Option(None, "--for", help="with --runs: trl, verl or isosim: also write the pick's full-budget run in that trainer's settings (next to the isosim plan folder's runs, or <runs>-full)"),
     val_size: Optional[int] = typer.Option(None, "--val-size", help="with --runs --profile: validation problems of the runs, where their records do not say (default 512)"),
     warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", help="with --runs --profile: warm-up steps of the runs, where their config.json does not say (default 0)"),
+    map_: list[str] = typer.Option([], "--map", help="with --runs, TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable; as analyze's), e.g. --map val_avg=eval/accuracy"),
+    set_: list[str] = typer.Option([], "--set", help="with --runs, TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable; as analyze's)"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
     with --runs, the n to choose from cheap runs of every n; with --runs and --profile, from cheap
@@ -291,6 +368,8 @@ def recommend(
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
 
+    _check_recommend(budget, max_batch, problems, metric, for_, reading, method, runs, val_size, warmup_steps,
+                     map_, set_, profile)
     if for_ is not None and runs is None:
         raise IsosimError("--for writes the pick of cheap runs: give --runs (isosim plan --for writes those runs)")
     if runs is not None:
@@ -309,11 +388,12 @@ def recommend(
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
         if profile is not None:
-            _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps)
+            _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
+                               map_, set_)
             return
-        _recommend_runs(runs, budget, method, reading, as_json)
+        r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_)
         if for_ is not None:
-            _write_full_run(runs, budget, for_, method, reading, as_json)
+            _write_full_run(runs, budget, for_, method, reading, as_json, r)
         return
     if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
@@ -323,10 +403,13 @@ def recommend(
         if rollouts_per_gpu_hour is None or rollouts_per_gpu_hour <= 0 or gpu_hours <= 0:
             raise IsosimError("--gpu-hours needs a positive --rollouts-per-gpu-hour (and positive hours)")
         budget = gpu_hours * rollouts_per_gpu_hour
+        _check_budget(budget, "--gpu-hours x --rollouts-per-gpu-hour")
     if budget is None:
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour")
     preset = preset or "easy"
-    r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None, b_max=max_batch or 65536,
+    rec.check_request(budget, 65536 if max_batch is None else max_batch, problems, quick)
+    r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None,
+                      b_max=65536 if max_batch is None else max_batch,
                       problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty())
     if as_json:
         from isosim.files import dumps_json
@@ -356,39 +439,35 @@ def recommend(
 
 
 def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, as_json: bool, for_: Optional[str],
-                       train_size: Optional[int], val_size: Optional[int], warmup: Optional[int]) -> None:
+                       train_size: Optional[int], val_size: Optional[int], warmup: Optional[int],
+                       maps: list[str], sets: list[str]) -> None:
     """recommend --runs --profile: one or two measured n, the others simulated (isosim.predict.partial)."""
-    from isosim.errors import IsosimError
     from isosim.files import dumps_json
     from isosim.predict import partial
 
-    if for_ is not None:
-        from isosim.integrations import plan as P
-
-        if for_ not in P.TRAINERS:
-            raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {for_!r}")
     with _working("simulating every n on the runs' setting (a few seconds to two minutes)"):
-        r = partial.recommend_partial(runs, profile, budget, reading, train_size, val_size, warmup)
+        r = partial.recommend_partial(runs, profile, budget, reading, train_size, val_size, warmup,
+                                      maps=maps, sets=sets)
+    r["lr"] = _runs_lr(runs, r, maps, sets, assumed=r["lr_rule"])
     if as_json:
         typer.echo(dumps_json(r))
     else:
-        for line in partial.lines(r):
+        for line in partial.lines(r) + r["lr"]["lines"]:
             typer.echo(line)
     if for_ is not None:
         _write_full_run(runs, budget, for_, None, reading, as_json, r)
 
 
 def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[str], reading: str, as_json: bool,
-                    r: Optional[dict] = None) -> None:
+                    r: dict) -> None:
     """recommend --runs --for: the pick's full-budget run in the trainer's settings (``r``: the pick
-    already made, e.g. by the calibrated simulator)."""
+    already made, with its lr from the runs' rule where they follow one)."""
     from isosim.files import dumps_json
     from isosim.integrations import plan_files
-    from isosim.predict import choice
 
-    if r is None:
-        r = choice.recommend_runs(runs, budget, method, reading)
-    full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget)
+    lr = r.get("lr") or {}
+    spec = (lr["base"], lr["rule"]) if lr.get("base") is not None else None  # the runs' own rule, as they ran
+    full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget, lr=spec)
     lines = plan_files.full_lines(r, full, trainer)
     if as_json:
         typer.echo(dumps_json({"full_run": full}), err=True)
@@ -414,10 +493,13 @@ def plan(
     min_steps: int = typer.Option(10, help="fewest updates a cheap run may have"),
     schedule: Optional[str] = typer.Option(None, help="a two-stage n schedule N1:SHARE,N2 (e.g. 8:0.5,32: n = 8 for the first half of C's rollouts, then 32): its two stages at C and the simulator's view of it against constant n"),
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="BASE learning rate: each run's lr at the reference batch of B_p x n = 1024 rollouts a step, scaled by --lr-rule (default 1e-6, TRL's default learning_rate)"),
+    lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 .03-.06 below n = 32 (organism-hard-128 at lr 3e-4)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
 ) -> None:
     """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:
-    settings, launch lines and a README; then `isosim recommend --runs OUT/runs --budget C --for ...`."""
+    settings (each run's lr by --lr-rule), launch lines and a README; then
+    `isosim recommend --runs OUT/runs --budget C --for ...`."""
     from isosim.errors import IsosimError
     from isosim.integrations import plan as P
     from isosim.integrations import plan_files
@@ -434,20 +516,28 @@ def plan(
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour")
     req = plan_files.Request(trainer=for_, budget=budget, share=share, ns=_n_list(n, "4,8,16"), b_p=b_p,
                              seeds=seeds, seed=seed, min_steps=min_steps, schedule=schedule, budget_note=note,
-                             hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device))
+                             hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device),
+                             lr=lr, lr_rule=lr_rule)
+    plan_files.check_request(req)  # every flag before a folder is made
+    fresh = out is None
     out = (out or _fresh_out("plan")).resolve()
-    sweep = plan_files.build(req, out)
-    view = None
-    if schedule is not None:
-        from isosim.predict import schedule as sched
+    try:
+        sweep = plan_files.build(req, out)
+        view = None
+        if schedule is not None:
+            from isosim.predict import schedule as sched
 
-        stages = sched.parse_schedule(schedule)
-        for n_stage, _ in stages:
-            P.make_run(for_, n_stage, sweep["b_p"], 1, seed, req.hardware, str(out))  # the trainer's rules
-        with _working("simulating the schedule against constant n"):
-            sim = sched.compare(stages, sweep["ns"], budget, sweep["b_p"], preset=preset)
-        view = {"stages": [{"n": s_n, "share": s_share} for s_n, s_share in stages], "simulator": sim}
-    lines = plan_files.write_sweep(req, sweep, out, view)
+            stages = sched.parse_schedule(schedule)
+            for n_stage, _ in stages:
+                P.make_run(for_, n_stage, sweep["b_p"], 1, seed, req.hardware, str(out))  # the trainer's rules
+            with _working("simulating the schedule against constant n"):
+                sim = sched.compare(stages, sweep["ns"], budget, sweep["b_p"], preset=preset)
+            view = {"stages": [{"n": s_n, "share": s_share} for s_n, s_share in stages], "simulator": sim}
+        lines = plan_files.write_sweep(req, sweep, out, view)  # the whole folder, or nothing
+    except BaseException:
+        if fresh and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the fresh folder this command made, still empty
+        raise
     for line in plan_files.plan_lines(req, sweep, out, lines, view):
         typer.echo(line)
 
@@ -527,8 +617,7 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
         raise IsosimError(f"--grid {grid}: every n must be >= 1")
     if grid is not None and budget is None:
         raise IsosimError("--grid needs --budget (the budget every n is simulated to)")
-    if budget is not None and not budget > 0:
-        raise IsosimError(f"--budget must be positive (got {budget:g})")
+    _check_budget(budget)
     params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
     runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
     typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
@@ -582,6 +671,8 @@ def predict(
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
 
+    _check_budget(budget)
+    _check_budget(max_rollouts, "--max-rollouts")
     with _working("fitting the cheap curves and the predicted frontier"):
         entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                                n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
@@ -647,7 +738,8 @@ def validate(
         raise IsosimError(f"--launcher must be local or slurm, got {launcher!r}")
     if preset is not None and profile is not None:
         raise IsosimError("give --preset or --profile, not both")
-    if budget <= 0 or budget != int(budget):
+    _check_budget(budget)
+    if budget != int(budget):
         raise IsosimError(f"--budget must be a positive whole number of rollouts (got {budget:g})")
     n_list = _n_list(n, "4,16,64")
     if n_list:  # before the prediction: what no run can use is refused at once

@@ -20,6 +20,7 @@ from typing import Any
 
 from isosim.errors import IsosimError
 from isosim.sim.allocation import RULES as ALLOCATIONS
+from isosim.sim.config import scaled_lr  # lr = base_lr * (B / B_ref)^(1/2 | 1 | 0), one formula for sim and runs
 
 # The paper's two regularisation recipes (PAPER.md, "healthy recipe"): the easy set needs a KL
 # loss to the base model plus an entropy bonus, the hard set neither. The paper does not print
@@ -276,12 +277,6 @@ class RunConfig:
             return cls(**{k: _coerce(cls, k, v, source) for k, v in d.items()})
         except TypeError as exc:
             raise IsosimError(f"{source}: {exc}") from None
-
-
-def scaled_lr(base_lr: float, batch: int, ref_batch: int, rule: str) -> float:
-    """lr = base_lr * (B / B_ref)^e with e = 1/2 (sqrt), 1 (linear) or 0 (constant)."""
-    exponent = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[rule]
-    return base_lr * (batch / ref_batch) ** exponent
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:

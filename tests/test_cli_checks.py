@@ -144,7 +144,7 @@ def test_progress_is_counted_in_simulation_time_not_rollouts(tmp_path, monkeypat
     run_sweep(plan, tmp_path / "s", progress=True, log=lambda s: lines.append((time.process_time(), s)))
     assert "simulating" in lines[0][1]
     steps = [(t, int(m[1]) / 100, float(m[2]) / float(m[3])) for t, s in lines[1:]
-             if (m := re.search(r"(\d+)% done \(([\d.e+]+)/([\d.e+]+) rollouts\)", s))]
+             if (m := re.search(r"(\d+)% of the simulation time done; ([\d.e+]+) of ([\d.e+]+) rollouts", s))]
     assert len(steps) > 1000 and steps[-1][1:] == (1.0, 1.0)
     t0, t1 = steps[0][0], steps[-1][0]
     _, share, rollouts = min(steps, key=lambda p: abs(p[0] - (t0 + t1) / 2))

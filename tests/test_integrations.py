@@ -257,7 +257,7 @@ def test_unrelated_event_files_one_line_exit_2(capsys, tmp_path):
             w.add_scalar("accuracy", 0.1 * s, s)
         w.close()
     line = assert_one_line_exit_2(capsys, "analyze", tmp_path / "imagenet", needle="2 runs in TensorBoard logs, but none logs a reward")
-    assert "--map train_reward=TAG" in line
+    assert "its columns: accuracy, loss" in line and "--map train_reward=accuracy" in line
     empty = tmp_path / "empty"
     empty.mkdir()
     assert_one_line_exit_2(capsys, "analyze", empty, needle="no TensorBoard event files")

@@ -147,7 +147,7 @@ def test_recommend_and_validate_dry_run_agree_for_one_training_set_size(tmp_path
     assert r["train_size"] == 500 and r["train_size_source"] == "given"
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
-    val = subprocess.run([sys.executable, "cli.py", "validate", "--model", "none", "--data", str(data), "--budget",
+    val = subprocess.run([sys.executable, "cli.py", "validate", "--model", "some-org/some-model", "--data", str(data), "--budget",
                           "20000", "--preset", "easy", "--quick", "--train-size", "500", "--dry-run", "--n-boot", "0",
                           "--out", str(tmp_path / "val")], cwd=root, capture_output=True, text=True, env=env)
     assert val.returncode == 0, val.stderr[-2000:]

@@ -37,14 +37,23 @@ def test_excess_walk_is_zero_under_the_calibrated_rule_and_grows_as_one_over_n_a
         slr.excess_walk(8, 16, "cosine")
 
 
-def test_rule_of_lrs_reads_constant_sqrt_linear_and_refuses_mixed_or_single():
-    from isosim.predict.partial import _rule_of_lrs as rule_of
+def test_recommend_partial_reads_the_rule_from_the_runs_lr_values_when_no_config_names_it(tmp_path):
+    import pandas as pd
 
-    assert rule_of({2: 3e-4, 8: 3e-4, 64: 3e-4}, 16) == "constant"
-    assert rule_of({n: 3e-4 * np.sqrt(16 * n / 1024) for n in (2, 8, 64)}, 16) == "sqrt"
-    assert rule_of({n: 1e-6 * 16 * n / 1024 for n in (4, 16)}, 16) == "linear"
-    assert rule_of({2: 3e-4, 8: 1e-4, 64: 3e-4}, 16) is None
-    assert rule_of({8: 3e-4}, 16) is None
+    from isosim.predict.partial import lr_rule_of
+
+    sqrt = pd.DataFrame({"n": [2, 8, 64], "lr": [3e-4 * np.sqrt(16 * n / 1024) for n in (2, 8, 64)]})
+    assert lr_rule_of(tmp_path, sqrt, 16) == ("sqrt", "the runs' lr across n")
+    const = pd.DataFrame({"n": [2, 8], "lr": [3e-4, 3e-4]})
+    assert lr_rule_of(tmp_path, const, 16)[0] == "constant"
+    one = pd.DataFrame({"n": [8], "lr": [3e-4]})
+    assert lr_rule_of(tmp_path, one, 16)[1].startswith("default")
+    assert lr_rule_of(tmp_path, one, 16, "sqrt") == ("sqrt", "--lr-rule")
+    (tmp_path / "n8_s0").mkdir()
+    (tmp_path / "n8_s0" / "records.jsonl").write_text("{}\n")
+    (tmp_path / "n8_s0" / "config.json").write_text(json.dumps({"lr_rule": "constant"}))
+    with pytest.raises(IsosimError, match="contradicts the runs' config.json"):
+        lr_rule_of(tmp_path, one, 16, "sqrt")
 
 
 def _cheap_points(sweep: Path, seed: int, upto: float) -> list[tuple[int, float, float]]:

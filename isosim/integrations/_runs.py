@@ -242,6 +242,25 @@ def _resolve(run: LoggedRun, col: str, maps: dict[str, str]) -> tuple[str | None
     return None, None
 
 
+VALIDATION_WORDS = ("eval", "val", "test", "held")
+"""a logged column whose name holds one of these is a validation metric (``--map val_avg=TAG``)"""
+
+
+def map_hint(tags: Sequence[str]) -> str:
+    """The ``--map`` that would read ``tags``: ``val_avg=TAG`` for the first validation-like tag,
+    ``train_reward=TAG`` for the first reward-like one, else both forms."""
+    def low(t: str) -> str:
+        return t.lower().replace("-", "/").replace("_", "/")
+    val = [t for t in tags if any(w in low(t).split("/")[0] or low(t).startswith(w) for w in VALIDATION_WORDS)]
+    val.sort(key=lambda t: not any(w in t.lower() for w in ("acc", "reward", "pass", "score", "correct")))
+    if val:
+        return f"--map val_avg={val[0]}"
+    reward = [t for t in tags if "reward" in t.lower() or "acc" in t.lower()]
+    if reward:
+        return f"--map train_reward={reward[0]}"
+    return "--map val_avg=TAG (validation) or --map train_reward=TAG (training reward)"
+
+
 def _cumulative_tokens(lengths: pd.Series, rollouts_per_step: float) -> pd.Series:
     """Response tokens spent by each logged step from the mean response length of each window.
 
@@ -330,10 +349,11 @@ def to_records(runs: Sequence[LoggedRun], *, source: str, maps: dict[str, str] |
         frames.append(rows)
     if not frames:
         what = f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {source}"
+        logged = sorted(set().union(*(map(str, r.scalars.columns) for r in runs))) if runs else []
         raise IsosimError(
             f"{where}: {what}, but none logs a reward or validation tag isosim knows "
-            f"(looked for {describe_tags('train_reward')}, {describe_tags('val_avg')}); "
-            "name yours with --map train_reward=TAG")
+            f"(looked for {describe_tags('train_reward')}, {describe_tags('val_avg')}); its columns: "
+            f"{', '.join(logged[:12]) or 'none'}{' ...' if len(logged) > 12 else ''}; name yours with {map_hint(logged)}")
     df = pd.concat(frames, ignore_index=True)
     ns = sorted(int(v) for v in df["n"].unique())
     text = f"{df['run_id'].nunique()} run{'s' if df['run_id'].nunique() != 1 else ''} from {source}, n = {', '.join(map(str, ns))}"

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from isosim.errors import IsosimError
+from isosim.integrations.lr import LR_REF_BATCH, RULES as LR_RULES, lr_for
 
 TRAINERS = ("trl", "verl", "isosim")
 DEFAULT_SHARE = 0.05
@@ -81,6 +82,12 @@ class Run:
     seed: int
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lr: float | None = None
+    """the run's learning rate (None: the trainer's default)"""
+    lr_rule: str | None = None
+    """the rule that gave ``lr`` from ``base_lr`` (:mod:`isosim.integrations.lr`)"""
+    base_lr: float | None = None
+    """the lr at the reference batch of 1024 rollouts a step"""
 
     @property
     def rollouts(self) -> int:
@@ -92,10 +99,20 @@ def run_name(n: int, seed: int, stage: str = "") -> str:
 
 
 def check_budget(budget: float | None, share: float) -> None:
-    if budget is None or not math.isfinite(budget) or budget <= 0:
+    if budget is None or math.isnan(budget) or budget <= 0:
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
+    if math.isinf(budget):
+        raise IsosimError("--budget must be finite: a number of rollouts, e.g. 2e6 (got inf)")
     if not 0 < share < 1:
         raise IsosimError(f"--share must be between 0 and 1 (the cheap part's share of C), got {share}")
+
+
+def check_lr(base: float | None, rule: str) -> None:
+    """Refuse an lr BASE that is not a positive finite number, or a rule plan does not write."""
+    if rule not in LR_RULES:
+        raise IsosimError(f"--lr-rule must be {' or '.join(LR_RULES)}, got {rule!r}")
+    if base is not None and not (math.isfinite(base) and base > 0):
+        raise IsosimError(f"--lr must be a positive finite learning rate, got {base}")
 
 
 def check_n(n: int) -> None:
@@ -234,6 +251,7 @@ def trl_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
         "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accum,
         "steps_per_generation": accum, "num_iterations": 1, "max_steps": run.steps, "seed": run.seed,
         "logging_steps": 1, "report_to": ["tensorboard"], "save_strategy": "no",
+        **({} if run.lr is None else {"learning_rate": run.lr}),
     }
 
 
@@ -253,25 +271,32 @@ def verl_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
         "trainer.n_gpus_per_node": hw.processes // hw.nodes, "trainer.nnodes": hw.nodes,
         "trainer.logger": ["console", "tensorboard"], "trainer.project_name": "isosim",
         "trainer.experiment_name": run.name, "trainer.default_local_dir": f"{log_dir}/checkpoints",
+        **({} if run.lr is None else {"actor_rollout_ref.actor.optim.lr": run.lr}),
     }
 
 
 def isosim_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
     """``llm_runs.training.train`` settings: the run stops at its budget of ``steps * B_p * n``."""
-    return {"n": run.n, "b_p": run.b_p, "budget": run.rollouts, "seed": run.seed, "out": log_dir}
+    lr = {} if run.lr is None else {"lr": run.lr, "base_lr": run.base_lr, "lr_rule": run.lr_rule,
+                                    "lr_ref_batch": LR_REF_BATCH}
+    return {"n": run.n, "b_p": run.b_p, "budget": run.rollouts, "seed": run.seed, "out": log_dir, **lr}
 
 
 SETTINGS = {"trl": trl_settings, "verl": verl_settings, "isosim": isosim_settings}
 
 
 def make_run(trainer: str, n: int, b_p: int, steps: int, seed: int, hw: Hardware, log_dir: str,
-             name: str | None = None) -> Run:
-    """One run with its trainer's settings, checked against the trainer's rules."""
+             name: str | None = None, lr: tuple[float, str] | None = None) -> Run:
+    """One run with its trainer's settings, checked against the trainer's rules; ``lr``: (BASE, rule),
+    the run's learning rate by that rule from BASE at the reference batch (None: the trainer's default)."""
     check_n(n)
     check_split(trainer, n, b_p, hw.processes)
     if steps < 1:
         raise IsosimError(f"n = {n}: B_p x n = {b_p * n} rollouts per step leaves no whole step in the budget")
     run = Run(name or run_name(n, seed), n, b_p, steps, seed)
+    if lr is not None:
+        run.base_lr, run.lr_rule = float(lr[0]), lr[1]
+        run.lr = lr_for(n, b_p, run.base_lr, run.lr_rule)
     run.settings = SETTINGS[trainer](run, hw, log_dir)
     per_device, accum = micro_batch(n, b_p, hw)
     if accum > 1 and trainer != "isosim":

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from isosim.errors import IsosimError
+from isosim.integrations import lr as LR
 from isosim.integrations import plan as P
 
 PLAN_FILE = "isosim_plan.json"
 RUNS_FILE = "isosim_runs.csv"
 USER_ARGS = {
-    "trl": "--model_name_or_path MODEL --dataset_name TRAIN_DATA --reward_funcs my_rewards.accuracy "
+    "trl": "--model_name_or_path MODEL --dataset_name TRAIN_DATA --reward_funcs accuracy_reward "
            "--eval_dataset HELD_OUT_DATA",
     "verl": "data.train_files=TRAIN.parquet data.val_files=VAL.parquet actor_rollout_ref.model.path=MODEL",
     "isosim": "--model MODEL --data TRAIN_DATA",
@@ -51,12 +52,22 @@ class Request:
     min_steps: int = P.MIN_STEPS
     schedule: str | None = None
     budget_note: str = ""
+    lr: float | None = None
+    """BASE: the lr at the reference batch (None: ``isosim.integrations.lr.DEFAULT_BASE``, TRL's default)"""
+    lr_rule: str = LR.DEFAULT_RULE
+    """sqrt or constant (:mod:`isosim.integrations.lr`)"""
+
+
+def lr_of(req: Request) -> tuple[float, str]:
+    """(BASE, rule) of every run of the request."""
+    return (LR.DEFAULT_BASE if req.lr is None else req.lr), req.lr_rule
 
 
 def check_request(req: Request) -> None:
     if req.trainer not in P.TRAINERS:
         raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {req.trainer!r}")
     P.check_budget(req.budget, req.share)
+    P.check_lr(req.lr, req.lr_rule)
     req.hardware.check()
     if req.seeds < 1:
         raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
@@ -94,7 +105,8 @@ def build(req: Request, out: Path) -> dict[str, Any]:
         steps = P.check_steps(n, b_p, cheap, req.min_steps, req.share, req.budget)
         for seed in range(req.seed, req.seed + req.seeds):
             name = P.run_name(n, seed)
-            runs.append(P.make_run(req.trainer, n, b_p, steps, seed, req.hardware, str(out / "runs" / name)))
+            runs.append(P.make_run(req.trainer, n, b_p, steps, seed, req.hardware, str(out / "runs" / name),
+                                   lr=lr_of(req)))
     return {"b_p": b_p, "ns": ns, "cheap": cheap, "runs": runs, "notes": notes}
 
 
@@ -143,10 +155,14 @@ def settings_text(trainer: str, settings: dict[str, Any]) -> str:
     return json.dumps(settings, indent=1) + "\n"
 
 
-def write_run(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SETTINGS_FILE[trainer]).write_text(settings_text(trainer, run.settings))
-    return launch_line(trainer, run, hw, out, run_dir, extra)
+Files = dict[Path, str]
+"""a folder's files before they are written: path -> text (:func:`commit`)"""
+
+
+def run_files(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> tuple[Files, str]:
+    """The run's settings file and its launch line."""
+    return ({run_dir / SETTINGS_FILE[trainer]: settings_text(trainer, run.settings)},
+            launch_line(trainer, run, hw, out, run_dir, extra))
 
 
 def _script(lines: list[str], trainer: str) -> str:
@@ -169,44 +185,92 @@ print("submitted", ", ".join(j.job_id for j in jobs))
 '''
 
 
-def write_support(trainer: str, out: Path, runs: list[P.Run], hw: P.Hardware) -> None:
+def support_files(trainer: str, out: Path, runs: list[P.Run], hw: P.Hardware) -> Files:
     if trainer == "trl":
         from isosim.integrations import trl_script
 
-        (out / "train_grpo.py").write_text(Path(trl_script.__file__).read_text())
+        return {out / "train_grpo.py": Path(trl_script.__file__).read_text()}
     if trainer == "isosim":
         commands = [shlex.split(launch_line(trainer, r, hw, out, out / "runs" / r.name).replace(' "$@"', ""))
                     for r in runs]
-        (out / "submit_slurm.py").write_text(SLURM.format(commands=commands, folder=str(out / "slurm"),
-                                                          nodes=hw.nodes, gpus=hw.processes // hw.nodes))
+        return {out / "submit_slurm.py": SLURM.format(commands=commands, folder=str(out / "slurm"),
+                                                      nodes=hw.nodes, gpus=hw.processes // hw.nodes)}
+    return {}
 
 
-def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> list[str]:
-    """Write the sweep's folder; return the lines to print."""
-    out.mkdir(parents=True, exist_ok=True)
+def commit(out: Path, files: Files) -> None:
+    """Write ``files`` (every path under ``out``) so that a failure leaves nothing behind: into a
+    fresh folder beside ``out``, renamed onto it where ``out`` is absent or empty; into a folder that
+    already holds files, each file atomically (:func:`isosim.files.atomic_write_text`)."""
+    import os
+    import shutil
+    import tempfile
+
+    from isosim.files import atomic_write_text
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_dir() and any(out.iterdir()):
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        return
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        for path, text in files.items():
+            target = stage / path.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        stage.chmod(0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp makes it private)
+        os.replace(stage, out)  # onto an empty folder too (rename(2) replaces an empty directory)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def sweep_files(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> tuple[Files, list[str]]:
+    """Every file of the sweep's folder, and the launch lines (nothing written)."""
     hw, trainer = req.hardware, req.trainer
-    lines = [write_run(trainer, r, hw, out, out / "runs" / r.name) for r in sweep["runs"]]
-    write_support(trainer, out, sweep["runs"], hw)
-    (out / "launch.sh").write_text(_script(lines, trainer))
-    (out / RUNS_FILE).write_text("run,n,b_p,seed\n" + "".join(f"{r.name},{r.n},{r.b_p},{r.seed}\n" for r in sweep["runs"]))
-    sched_lines = write_schedule(req, sweep, out, schedule) if schedule else []
+    files: Files = {}
+    lines = []
+    for r in sweep["runs"]:
+        f, line = run_files(trainer, r, hw, out, out / "runs" / r.name)
+        files.update(f)
+        lines.append(line)
+    files.update(support_files(trainer, out, sweep["runs"], hw))
+    files[out / "launch.sh"] = _script(lines, trainer)
+    files[out / RUNS_FILE] = "run,n,b_p,seed,lr\n" + "".join(
+        f"{r.name},{r.n},{r.b_p},{r.seed},{'' if r.lr is None else repr(r.lr)}\n" for r in sweep["runs"])
+    sched_lines: list[str] = []
+    if schedule:
+        f, sched_lines = schedule_files(req, sweep, out, schedule)
+        files.update(f)
     record = {"request": {**asdict(req), "hardware": asdict(hw)}, "b_p": sweep["b_p"], "ns": sweep["ns"],
               "cheap_rollouts": sweep["cheap"], "notes": sweep["notes"], "runs": [P.summary(r) for r in sweep["runs"]],
               "schedule": schedule}
-    (out / PLAN_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    (out / "README.md").write_text(readme(req, sweep, out, lines, sched_lines, schedule))
+    files[out / PLAN_FILE] = json.dumps(record, indent=1) + "\n"
+    files[out / "README.md"] = readme(req, sweep, out, lines, sched_lines, schedule)
+    return files, lines
+
+
+def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> list[str]:
+    """Write the sweep's folder whole, or nothing (:func:`commit`); return the lines to print."""
+    files, lines = sweep_files(req, sweep, out, schedule)
+    commit(out, files)
     return lines
 
 
-def write_schedule(req: Request, sweep: dict[str, Any], out: Path, view: dict) -> list[str]:
+def schedule_files(req: Request, sweep: dict[str, Any], out: Path, view: dict) -> tuple[Files, list[str]]:
     """The two stages at the full budget: stage 2 starts from stage 1's saved model."""
     hw, b_p, trainer = req.hardware, sweep["b_p"], req.trainer
     (n1, s1), (n2, _) = [(st["n"], st["share"]) for st in view["stages"]]
     m1 = P.steps_for(req.budget * s1, n1, b_p)
     m2 = P.steps_for(req.budget - m1 * b_p * n1, n2, b_p)
     folder = out / "schedule"
-    one = P.make_run(trainer, n1, b_p, m1, req.seed, hw, str(folder / f"stage1-n{n1}"), name=f"stage1-n{n1}")
-    two = P.make_run(trainer, n2, b_p, m2, req.seed, hw, str(folder / f"stage2-n{n2}"), name=f"stage2-n{n2}")
+    lr = lr_of(req)
+    one = P.make_run(trainer, n1, b_p, m1, req.seed, hw, str(folder / f"stage1-n{n1}"), name=f"stage1-n{n1}", lr=lr)
+    two = P.make_run(trainer, n2, b_p, m2, req.seed, hw, str(folder / f"stage2-n{n2}"), name=f"stage2-n{n2}", lr=lr)
     # stage 1 saves its model where stage 2 loads it: train_grpo.py saves to output_dir; verl writes
     # a Hugging Face copy into its last checkpoint; isosim's runner into final_model/
     first = folder / one.name
@@ -219,17 +283,19 @@ def write_schedule(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
         start = f" --model {first}/final_model"
     else:
         start = f" --model_name_or_path {first}"
-    lines = [write_run(trainer, one, hw, out, first), write_run(trainer, two, hw, out, folder / two.name, start)]
-    (out / "schedule" / "launch.sh").write_text(_script(lines, trainer))
-    return lines
+    files, line1 = run_files(trainer, one, hw, out, first)
+    f2, line2 = run_files(trainer, two, hw, out, folder / two.name, start)
+    files.update(f2)
+    files[folder / "launch.sh"] = _script([line1, line2], trainer)
+    return files, [line1, line2]
 
 
 def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sched_lines: list[str],
            schedule: dict | None) -> str:
     runs, hw, t = sweep["runs"], req.hardware, req.trainer
     first = runs[0]
-    table = "\n".join(f"| {r.name} | {r.n} | {r.b_p} | {r.steps} | {r.rollouts:,} | {'; '.join(r.notes) or '-'} |"
-                      for r in runs)
+    table = "\n".join(f"| {r.name} | {r.n} | {r.b_p} | {r.steps} | {r.rollouts:,} | {r.lr:.3g} | "
+                      f"{'; '.join(r.notes) or '-'} |" for r in runs)
     back = f"isosim recommend --runs {out / 'runs'} --budget {req.budget:.6g} --for {t}"
     what = {"trl": "TRL GRPOTrainer (train_grpo.py: GRPOTrainer with isosim's RecordsCallback, which writes "
                    "records.jsonl into each run's folder; TensorBoard logs land there too)",
@@ -242,8 +308,8 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
             f"{len(runs)} run(s) on {hw.processes} process(es) over {hw.nodes} node(s), at most {hw.per_device} "
             "completions per device in a micro-batch.",
             "", f"Trainer: {what}.", "", *[f"- {n}" for n in sweep["notes"]], "",
-            "| run | n | B_p | steps | rollouts | memory |", "|---|---|---|---|---|---|", table, "",
-            "## 1. Run the sweep", "",
+            "| run | n | B_p | steps | rollouts | lr | memory |", "|---|---|---|---|---|---|---|", table, "",
+            *lr_md(req), "", "## 0. Install", "", *INSTALL[t], "", "## 1. Run the sweep", "",
             "Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
             "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "", "The first run's line:", "",
             "```", lines[0], "```", ""]
@@ -262,6 +328,42 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
     text += [f"First run's settings are in `{Path('runs') / first.name / SETTINGS_FILE[t]}`; "
              f"`{PLAN_FILE}` holds the whole plan.", ""]
     return "\n".join(text)
+
+
+INSTALL = {
+    "trl": ["On the training machine, in a clone of isosim: `pip install -e '.[trl]'` (the `trl` extra: TRL and "
+            "TensorBoard; `train_grpo.py` imports isosim's records callback) and `pip install math-verify` for TRL's "
+            "`accuracy_reward`. Reading the runs back needs nothing more.", "",
+            "`--reward_funcs accuracy_reward` is TRL's own reward (`trl.rewards.accuracy_reward`): it checks each "
+            "completion against the dataset's `solution` column with math-verify. Any reward of yours goes as "
+            "`module.function`, importable from the folder you launch in (e.g. `--reward_funcs my_rewards.accuracy`)."],
+    "verl": ["On the training machine: verl itself (the launch lines need no isosim). Where you read the runs back, "
+             "in a clone of isosim: `pip install -e '.[tensorboard]'` (verl logs TensorBoard events, which isosim reads "
+             "with TensorBoard)."],
+    "isosim": ["On the training machine, in a clone of isosim: `pip install -e '.[llm]'` (`.[llm,slurm]` for "
+               "`submit_slurm.py`)."],
+}
+"""what to install where, per trainer (the extras of pyproject.toml)"""
+
+LR_KEY = {"trl": "`learning_rate` in each run's config.yaml", "verl": "`actor_rollout_ref.actor.optim.lr` in each "
+          "run's overrides", "isosim": "`lr` (with `base_lr`, `lr_rule`, `lr_ref_batch`) in each run's config.json"}
+
+
+def lr_md(req: Request) -> list[str]:
+    """The plan README's learning-rate section: which rule, from which BASE, and why."""
+    base, rule = lr_of(req)
+    given = ("given by --lr" if req.lr is not None else
+             f"--lr not given: TRL's default learning_rate, {LR.DEFAULT_BASE:g}, taken as the lr at the reference batch")
+    formula = (f"lr = {base:g} x sqrt(B_p x n / {LR.LR_REF_BATCH})" if rule == "sqrt" else f"lr = {base:g} for every n")
+    text = ["## Learning rate", "",
+            f"Each run's lr is written in its settings ({LR_KEY[req.trainer]}) by the **{rule}** rule (--lr-rule) from "
+            f"BASE = {base:g} ({given}) at the reference batch of B_p x n = {LR.LR_REF_BATCH} rollouts a step: "
+            f"{formula}.", "",
+            f"Why sqrt is the default: {LR.MEASURED}."]
+    if rule == "constant":
+        text += ["", "You chose one lr for every n (what TRL and verl do by default): the sweep then compares n at that "
+                 "lr, and `recommend --runs` reads the rule back and says what it did to small n on that learner."]
+    return text
 
 
 def _schedule_md(view: dict) -> str:
@@ -292,9 +394,10 @@ def hardware_of(plan_dir: Path | None) -> tuple[P.Hardware, dict[str, Any]]:
         raise IsosimError(f"{plan_dir / PLAN_FILE}: cannot read the plan ({exc})") from None
 
 
-def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float) -> dict[str, Any]:
+def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
+               lr: tuple[float, str] | None = None) -> dict[str, Any]:
     """The pick's run at the full budget, in the trainer's settings, under the plan's ``full/``
-    folder (or ``<runs>-full`` where no plan is found)."""
+    folder (or ``<runs>-full`` where no plan is found); ``lr``: (BASE, rule) of its learning rate."""
     if trainer not in P.TRAINERS:
         raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {trainer!r}")
     plan_dir = find_plan(runs)
@@ -303,15 +406,15 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float) -> dic
     seed = int(record.get("request", {}).get("seed", 0))
     steps = P.steps_for(budget, n, b_p)
     name = f"full-n{n}"
-    run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name)
-    out.mkdir(parents=True, exist_ok=True)
-    line = write_run(trainer, run, hw, plan_dir or out, out / name)
+    run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name, lr=lr)
+    files, line = run_files(trainer, run, hw, plan_dir or out, out / name)
     if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
-        write_support(trainer, out, [run], hw)
+        files.update(support_files(trainer, out, [run], hw))
         line = launch_line(trainer, run, hw, out, out / name)
-    (out / "launch.sh").write_text(_script([line], trainer))
+    files[out / "launch.sh"] = _script([line], trainer)
+    commit(out, files)
     return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
-            "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes}
+            "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes, "lr": run.lr}
 
 
 def plan_settings(runs: Path, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -330,15 +433,19 @@ def plan_settings(runs: Path, names: list[str]) -> dict[str, dict[str, Any]]:
 # What the commands print
 # ----------------------------------------------------------------------------------------------
 KEY_SETTINGS = {
-    "trl": ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps"),
+    "trl": ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps",
+            "learning_rate"),
     "verl": ("data.train_batch_size", "actor_rollout_ref.rollout.n",
-             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "trainer.total_training_steps"),
-    "isosim": ("n", "b_p", "budget"),
+             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "trainer.total_training_steps",
+             "actor_rollout_ref.actor.optim.lr"),
+    "isosim": ("n", "b_p", "budget", "lr"),
 }
 
 
 def _key_settings(trainer: str, run: P.Run) -> str:
-    return " ".join(f"{k.rsplit('.', 1)[-1]}={run.settings[k]}" for k in KEY_SETTINGS[trainer])
+    def text(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    return " ".join(f"{k.rsplit('.', 1)[-1]}={text(run.settings[k])}" for k in KEY_SETTINGS[trainer] if k in run.settings)
 
 
 def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], view: dict | None) -> list[str]:
@@ -347,6 +454,10 @@ def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str],
             f"each run at most {sweep['cheap']:.4g} rollouts ({req.share:g} of C = {req.budget:.4g}), "
             f"{req.hardware.processes} process(es)  ->  {out}"]
     text += [f"  note: {n}" for n in sweep["notes"]]
+    base, rule = lr_of(req)
+    text.append(f"  lr: the {rule} rule from {base:g} at B_p x n = {LR.LR_REF_BATCH}"
+                + ("" if req.lr is not None else " (--lr not given: TRL's default lr as that BASE)")
+                + f"; why, in {out / 'README.md'}")
     for r in runs:
         text.append(f"  {r.name}: {r.steps} steps of {r.b_p * r.n} rollouts | {_key_settings(req.trainer, r)}")
     if view:
@@ -369,5 +480,7 @@ def full_lines(r: dict[str, Any], full: dict[str, Any], trainer: str) -> list[st
             f"full run for {trainer}: n = {r['pick']}, B_p = {r['b_p']}, {full['steps']} steps "
             f"({full['rollouts']:,} rollouts of C = {r['budget']:.4g}) on {full['processes']} process(es)"]
     text += [f"  note: {n}" for n in full["notes"]]
+    if full.get("lr") is not None:
+        text.append(f"  lr {full['lr']:.3g}: the cheap runs' rule for n = {r['pick']} (see the lr lines above)")
     text += [f"settings: {full['settings']}", f"launch: {full['launch']}"]
     return text

@@ -4,15 +4,15 @@
 ::
 
     accelerate launch --num_processes P train_grpo.py --config RUN/config.yaml \\
-        --model_name_or_path MODEL --dataset_name DATA --reward_funcs my_rewards.accuracy \\
+        --model_name_or_path MODEL --dataset_name DATA --reward_funcs accuracy_reward \\
         [--eval_dataset HELD_OUT]
 
 ``--config`` is the run's ``GRPOConfig`` (TRL's own YAML config, read by ``TrlParser``; any other
 ``GRPOConfig`` argument may be added on the command line or in the file). ``DATA`` and
 ``HELD_OUT``: a hub dataset name, a local folder, or a ``.jsonl`` / ``.json`` / ``.csv`` /
 ``.parquet`` file with a ``prompt`` column and the columns the reward functions read.
-``--reward_funcs``: TRL's named rewards (``accuracy_reward``, ...) or dotted import paths
-(``module.function``, importable from the working folder). With a held-out set, isosim's
+``--reward_funcs``: TRL's named rewards (``accuracy_reward``: math-verify against the dataset's
+``solution`` column, ...) or dotted import paths (``module.function``, importable from the working folder). With a held-out set, isosim's
 ``RecordsCallback`` writes ``records.jsonl`` with validation avg@k / best@k / worst@k into the
 run's ``output_dir``; without one it writes the training reward only. The model is saved to
 ``output_dir`` at the end (a later stage of a schedule starts from it).

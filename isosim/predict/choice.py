@@ -9,9 +9,11 @@ budget, so a cell's value is never above what its runs reached.
 
 One criterion (:func:`pick_cell`): the tie band is every cell whose value is within ``Z_BAND``
 standard errors of the best cell's, the standard error being that of the difference of two seed
-means (sqrt(2) x run-to-run sd / sqrt(seeds)); the pick is the smallest n in the band (the most
-sequential updates for the same value), at its best B_p. Its expected regret is the best value minus
-its own: never negative, at most ``Z_BAND`` se. The se covers seed noise only, not the simulator's
+means (sqrt(2) x run-to-run sd / sqrt(seeds)); the pick is the band's cell with the most update
+steps at the budget (the smallest rollout batch B_p x n: M = C / (B_p n)), the better value breaking
+a tie. Within the band every cell is as good by the prediction, and more sequential updates for the
+same value is the paper's finding; the pick's expected regret (the best value minus its own, never
+negative) is at most ``Z_BAND`` se, and ``pick_reason`` says so in words. The se covers seed noise only, not the simulator's
 error against a real learner.
 """
 
@@ -96,10 +98,24 @@ def pick_cell(cells: dict[tuple[int, int], float], se_diff: float) -> dict[str, 
     best = cells[best_cell]
     margin = Z_BAND * se_diff + 1e-12
     band = sorted(c for c, v in cells.items() if best - v <= margin)
-    n_pick = min(n for n, _ in band)
-    pick = max((c for c in band if c[0] == n_pick), key=lambda c: cells[c])
+    pick = min(band, key=lambda c: (c[0] * c[1], -cells[c], c[0]))  # the most update steps, then the best value
     regret = {c: max(0.0, best - v) for c, v in cells.items()}
     return {"pick": pick, "best": best_cell, "band": band, "regret": regret, "margin": margin}
+
+
+def pick_reason(pick: tuple[int, int], best: tuple[int, int], band: list[tuple[int, int]],
+                budget: float) -> str:
+    """Why the pick, in words that are true of it: the band's cell with the most update steps at
+    ``budget`` (:func:`pick_cell`), with its steps against the best cell's."""
+    def steps(c: tuple[int, int]) -> int:
+        return int(budget // (c[0] * c[1]))
+    if pick == best:
+        return (f"the pick, n = {pick[0]} at B_p {pick[1]}, is the best cell itself and leaves the most update steps "
+                f"in the band (M = {steps(pick)})" if len(band) > 1 else
+                f"the pick is the best cell, n = {pick[0]} at B_p {pick[1]} (M = {steps(pick)}), alone in the band")
+    return (f"the pick is the cell of the band with the most update steps, n = {pick[0]} at B_p {pick[1]} "
+            f"(M = {steps(pick)}, against {steps(best)} for the best cell): within the band every cell is as good "
+            "by this prediction, and more sequential updates for the same value is the paper's tie-break")
 
 
 def per_n_regret(regret: dict[tuple[int, int], float]) -> dict[int, float]:
@@ -219,22 +235,23 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
             "line": line}
 
 
-def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best") -> dict[str, Any]:
+def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
+                   maps: tuple[str, ...] | list[str] = (), sets: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
     frozen as the plane's method and left untouched) and what is said around its pick: an expected
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
-    reader's own."""
+    reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's)."""
     from isosim.integrations import default_metric, load_runs
     from isosim.predict import from_runs
     from isosim.predict.partial import measured_n
 
-    df, _ = load_runs(path)
+    df, _ = load_runs(path, maps=maps, sets=sets)
     ns = measured_n(df, default_metric(df))
     if len(ns) == 1:
         raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
                           "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
-    out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading)
+    out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading, maps=maps, sets=sets)
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True

@@ -281,10 +281,10 @@ def free_parameters(settings: dict, profile: str, batches: int = 2) -> list[str]
 
 
 def _start(settings: dict, name: str) -> float:
-    from isosim.sim.config import SimConfig
+    from isosim.sim.config import LR_POWER, SimConfig
 
     if name == "lr_power" and settings.get("lr_power") is None:  # start from the recipe's lr rule
-        return {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[settings.get("lr_rule", SimConfig.lr_rule)]
+        return LR_POWER[settings.get("lr_rule", SimConfig.lr_rule)]
     value = float(settings.get(name, getattr(SimConfig, name)))
     if name == "wd" and value <= 0:
         value = 1e-2

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -95,25 +95,12 @@ def _warmup_of(path: Path, df: pd.DataFrame) -> tuple[int | None, str | None]:
     return _one_value(df, ("warmup",), "warm-up")
 
 
-def _rule_of_lrs(lrs: Mapping[int, float], b_p: int, rtol: float = 0.02) -> str | None:
-    """The rule runs of one B_p follow (n -> lr): the one of ``isosim.predict.simfit_lr.RULE_EXPONENT``
-    under which lr / (B_p n) ** e is the same for every n; None for one n or none."""
-    from isosim.predict.simfit_lr import RULE_EXPONENT
-
-    if len(lrs) < 2 or any(not (v and math.isfinite(v) and v > 0) for v in lrs.values()):
-        return None
-    for rule, e in RULE_EXPONENT.items():
-        base = [v / (b_p * n) ** e for n, v in lrs.items()]
-        if max(base) <= min(base) * (1 + rtol):
-            return rule
-    return None
-
-
 def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None) -> tuple[str, str]:
     """The lr rule the cheap runs were trained with, and where it was read: the run folders'
     ``config.json`` ``lr_rule`` (isosim runs), else ``--lr-rule``, else the rule the runs' own lr
     values follow across n (two n or more), else ``constant`` (TRL's and verl's practice: one lr
     for every n). A flag that contradicts the runs is refused."""
+    from isosim.integrations.lr import infer_rule
     from isosim.predict import simfit_lr as slr
 
     if given is not None:
@@ -131,8 +118,8 @@ def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None)
         return given, "--lr-rule"
     if "lr" in df.columns and "n" in df.columns:
         lrs = df.dropna(subset=["lr", "n"]).groupby("n")["lr"].first()
-        rule = _rule_of_lrs({int(n): float(v) for n, v in lrs.items()}, b_p)
-        if rule is not None:
+        rule = infer_rule([(b_p * int(n), float(v)) for n, v in lrs.items()])
+        if rule in slr.RULE_EXPONENT:
             return rule, "the runs' lr across n"
     return "constant", "default (one lr for every n, as TRL and verl train; --lr-rule to change)"
 
@@ -203,9 +190,11 @@ def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], bud
 
 def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
                       train_size: int | None = None, val_size: int | None = None,
-                      warmup: int | None = None, lr_rule: str | None = None) -> dict[str, Any]:
+                      warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
+                      sets: Sequence[str] = ()) -> dict[str, Any]:
     """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``,
-    read under the runs' lr rule (:func:`lr_rule_of`)."""
+    read under the runs' lr rule (:func:`lr_rule_of`; ``maps``, ``sets``: ``--map`` and ``--set``
+    for TensorBoard and W&B logs)."""
     from isosim.integrations import default_metric, load_runs
     from isosim.predict.from_runs import cheap_curves
     from isosim.sim.profiles import read_profile
@@ -216,7 +205,7 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
     problems = int(read_profile(profile).rates.size)
     path = Path(path)
-    df, what = load_runs(path)
+    df, what = load_runs(path, maps=maps, sets=sets)
     metric = default_metric(df)
     ns = measured_n(df, metric)
     if len(ns) > 2:

@@ -7,10 +7,11 @@ the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 1. ``n`` and ``B_p``: a grid of n from 2 to 2048 (powers of two) at B_p 32 and 128 (8 added for a small
    max batch) is simulated; each cell's value at the budget is read on the capped frontier (never above
    what its runs reached), and one criterion picks: the tie band is every cell within 2 standard errors
-   of the best, the pick the smallest n in it at its best B_p (:mod:`isosim.predict.choice`).
+   of the best, the pick its cell with the most update steps (:mod:`isosim.predict.choice`).
 2. (``B_p`` is the pick's.)
 3. ``M``: the rest of the budget, ``floor(C / (B_p * n))``.
-4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (square-root scaling from the paper's base).
+4. ``lr``: ``1e-6 * sqrt(B_p * n / 1024)`` (the sqrt rule from the paper's base, as ``isosim plan``
+   writes it by default: :mod:`isosim.integrations.lr`).
 5. KL and entropy: what the prediction was simulated with (``recipe``, with the SimConfig
    behind it in ``simulated_config``): a prediction only speaks for the recipe it simulated.
    The paper advises KL + entropy for easy sets and neither for hard sets ("hard" = at least
@@ -34,9 +35,12 @@ from typing import Any
 
 from isosim.errors import IsosimError
 from isosim.predict import choice
+from isosim.sim.config import LR_REF_BATCH, scaled_lr
 from isosim.sim.presets import hard_share
 
-BASE_LR, B_REF = 1e-6, 1024
+BASE_LR = 1e-6
+"""the lr at the reference batch: the paper's base, and TRL's default learning_rate"""
+B_REF = LR_REF_BATCH
 MAX_BUDGET = 1e13
 """larger budgets are refused: 1e13 rollouts is a million times the paper's largest sweep (at 10,000
 rollouts a second, 30 years of sampling)"""
@@ -267,20 +271,21 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
             "text": choice.grid_text(ns, sorted({c.b_p for c in plan.cells}), sorted(read["cells"]))}
     band_n = sorted({c["n"] for c in sure["tie_band"]})
     if sure["expected_regret"] is None:
-        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}: {sure['regret_reason']}; the smallest n "
-                 f"competing, {n}, leaves the most steps; ")
+        why_n = (f"simulated at {_read_at(budget, top, sim_budget)}: {sure['regret_reason']}; the pick is the "
+                 f"smallest n competing, {n}; ")
     else:
+        band_cells = [(c["n"], c["b_p"]) for c in sure["tie_band"]]
         why_n = (f"simulated at {_read_at(budget, top, sim_budget)}, the best cell is n = {best_n} at B_p "
                  f"{best_b_p} ({metric}, each n's fitted curve capped by its measured best); the tie band "
-                 f"(within {choice.Z_BAND:g} se of it) holds n in {choice.set_text(band_n)}; its smallest n, "
-                 f"{n}, leaves the most steps; ")
+                 f"(within {choice.Z_BAND:g} se of it) holds n in {choice.set_text(band_n)}; "
+                 f"{choice.pick_reason((n, b_p), (best_n, best_b_p), band_cells, budget)}; ")
     reasons = {"n": why_n + _n_sat_text(result),
                "b_p": (f"the best B_p simulated for n = {n} (B_p in {choice.set_text(grid['b_p_values'])} were "
                        f"simulated, each with B_p x n <= max batch {b_max})")}
     m = int(budget // (b_p * n))
     reasons["m"] = f"the rest of the budget goes to sequential steps: floor({budget:g} / ({b_p} x {n})) = {m}"
-    lr = BASE_LR * math.sqrt(b_p * n / B_REF)
-    reasons["lr"] = f"square-root scaling: 1e-6 * sqrt({b_p * n} / 1024) (linear was unstable at B = 8192)"
+    lr = scaled_lr(BASE_LR, b_p * n, B_REF, "sqrt")
+    reasons["lr"] = lr_reason(b_p, n, settings.get("lr_rule", "sqrt"))
     share = hard_share(settings.get("profile", name))
     simulated = {k: v for k, v in plan.base.items()}
     kl, entropy = float(simulated.get("kl", 0.0)), float(simulated.get("entropy", 0.0))
@@ -333,6 +338,26 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         n_sat_reason=n_sat_reason, fitted_upper_n=fit_upper, simulated_budget=sim_budget,
         allocation=alloc, grid=grid, n_matters=matters,
     )
+
+
+def lr_reason(b_p: int, n: int, simulated_rule: str) -> str:
+    """Why the pick's lr: the sqrt rule from the paper's base at the reference batch, and the rule the
+    simulation assumed."""
+    return (f"the sqrt rule: {BASE_LR:g} x sqrt({b_p * n} / {B_REF}) (the paper's base at a {B_REF}-rollout step; "
+            f"linear was unstable at B = 8192); the simulation assumed the {simulated_rule} rule; at one lr for every "
+            "n, small n fell behind on the measured learner (isosim plan --lr-rule says more)")
+
+
+FIXED_N8 = ("on every real learner measured (the organism's nine sweeps and the second learner, "
+            "studies/results/plane.json), a fixed n = 8 did as well as such profile-only predictions")
+"""what uncalibrated predictions are worth against TRL's default n on the real learners (issue 48)"""
+
+
+def cheap_sweep_line(budget: float) -> str:
+    """The profile-only caveat: a fixed n = 8 did as well on the real learners, and the cheap sweep
+    that checks it on the user's own model."""
+    return (f"caveat: {FIXED_N8}; check it on your model with the cheap sweep: isosim plan --for trl|verl "
+            f"--budget {budget:.3g} --out SWEEP, run it, then isosim recommend --runs SWEEP/runs --budget {budget:.3g}")
 
 
 def _short(c: float) -> str:
@@ -470,7 +495,7 @@ def certainty_lines(r: Recommendation) -> list[str]:
         cells = ", ".join(f"n {c['n']} B_p {c['b_p']} ({c['expected_regret']:.4f})" for c in r.tie_band)
         lines.append(f"tie band: n in {choice.set_text([c['n'] for c in r.tie_band])}, the cells within "
                      f"{choice.Z_BAND:g} x {r.band_se:.4f} of the best ({cells}): any of them is as good by this "
-                     "prediction; the pick is the smallest n")
+                     "prediction; the pick is the one with the most update steps")
     if r.n_matters:
         lines.append(r.n_matters["line"])
     if r.calibrated:
@@ -481,6 +506,7 @@ def certainty_lines(r: Recommendation) -> list[str]:
     else:
         lines.append("uncalibrated: this is the simulator's preset dynamics (the profile gives only pass rates); "
                      "calibrate on cheap real runs (isosim calibrate --dynamics, isosim predict) before trusting it")
+        lines.append(cheap_sweep_line(r.budget))
         lines.extend(track_record_lines(r.track_record))
         if not r.track_record:
             lines.append("  (no scoreboard of real sweeps found: studies/results/scoreboard.json)")

@@ -21,6 +21,19 @@ POLICIES = ("linear", "tabular", "mlp")
 ADVANTAGES = ("grpo", "drgrpo")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_RULES = ("sqrt", "linear", "constant")
+LR_POWER = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}
+"""the exponent of each lr rule: lr = base * (B / B_ref) ** power, B = B_p * n rollouts a step"""
+LR_REF_BATCH = 1024
+"""the reference rollout batch B_ref of the lr rules (the paper's; SimConfig.b_ref and
+llm_runs' lr_ref_batch default to it)"""
+
+
+def scaled_lr(base: float, batch: float, ref_batch: float = LR_REF_BATCH, rule: str = "sqrt") -> float:
+    """The learning rate of a run whose steps spend ``batch`` = B_p * n rollouts, by ``rule`` from
+    ``base`` at ``ref_batch``: ``base * (batch / ref_batch) ** LR_POWER[rule]``."""
+    if rule not in LR_POWER:
+        raise IsosimError(f"unknown lr rule {rule!r} (use {', '.join(LR_RULES)})")
+    return float(base) * (float(batch) / float(ref_batch)) ** LR_POWER[rule]
 ADDED_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"), ("allocation", "uniform"))
 """SimConfig fields added after run ids and plan ids were first written: at these values they are
 left out of both, so the ids of earlier runs and plans stay as they were"""
@@ -122,7 +135,7 @@ class SimConfig:
     lr_power: float | None = None
     """if set, the exponent of the batch-size rule instead of ``lr_rule``'s (a fitted lr mapping:
     how much faster per step a larger rollout batch moves the policy; ``isosim.predict.dynamics``)"""
-    b_ref: int = 1024
+    b_ref: int = LR_REF_BATCH
     """reference rollout batch of the lr rule"""
     beta1: float = 0.9
     """Adam first-moment decay"""
@@ -216,8 +229,9 @@ class SimConfig:
     @property
     def step_lr(self) -> float:
         """The lr after the batch-size rule."""
-        power = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}[self.lr_rule] if self.lr_power is None else self.lr_power
-        return self.lr * (self.b_p * self.n / self.b_ref) ** power
+        if self.lr_power is None:
+            return scaled_lr(self.lr, self.b_p * self.n, self.b_ref, self.lr_rule)
+        return self.lr * (self.b_p * self.n / self.b_ref) ** self.lr_power
 
     @property
     def population_key(self) -> tuple:

@@ -222,6 +222,15 @@ LOG_EVERY_S = 10.0
 """seconds between the plain progress lines written when no terminal shows a bar"""
 
 
+def progress_line(description: str, share: float, rollouts: float, total_rollouts: float, elapsed: float,
+                  left: str) -> str:
+    """A plain progress line: the share of the simulation time done (what the ETA follows) and,
+    apart, the rollouts simulated with their own share (the two differ: see ``STEP_OVERHEAD``)."""
+    spent = rollouts / total_rollouts if total_rollouts else 1.0
+    return (f"{description}: {share:.0%} of the simulation time done; {rollouts:.3g} of {total_rollouts:.3g} "
+            f"rollouts ({spent:.0%}) simulated, {elapsed:.0f} s elapsed, {left}")
+
+
 def chunk_cost(chunk: Sequence[SimConfig]) -> float:
     """A chunk's simulation cost in run-steps, as the engine spends it (see ``STEP_OVERHEAD``)."""
     return STEP_OVERHEAD * max((c.total_steps for c in chunk), default=0) + sum(c.total_steps for c in chunk)
@@ -315,8 +324,7 @@ class _Bar:
         self.last_line = now
         f, elapsed = self.fraction(), now - self.t0
         left = f"about {elapsed * (1 - f) / f:.0f} s left" if 0 < f < 1 else "finishing"
-        self.log(f"{self.description}: {f:.0%} done ({self.rollouts:.3g}/{self.total_rollouts:.3g} rollouts), "
-                 f"{elapsed:.0f} s elapsed, {left}")
+        self.log(progress_line(self.description, f, self.rollouts, self.total_rollouts, elapsed, left))
 
 
 def run_sweep(

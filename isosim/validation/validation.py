@@ -118,6 +118,23 @@ def fmt_num(v: float | None, spec: str) -> str:
     return "none" if v is None else format(v, spec)
 
 
+def n_sat_text(pred: dict[str, Any], spec: str = ".0f") -> str:
+    """The predicted n_sat in words: a number only where n*(C) saturated by the budget; otherwise
+    the fitted upper level, named as what it is (every line of validate says the same)."""
+    if pred.get("n_sat") is None:
+        return "n_sat: none"
+    if pred.get("saturated_by_budget") is False:
+        return f"n_sat: not saturated by C (fitted upper level {fmt_num(pred.get('n_sat'), spec)})"
+    return f"n_sat = {fmt_num(pred.get('n_sat'), spec)}"
+
+
+def real_n_sat_line(fr: dict[str, Any], n_values: int) -> str:
+    """The real runs' fitted n_sat, with as many n values as ran (a bound, not a fit, with few)."""
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}.get(n_values, str(n_values))
+    return (f"Fitted n_sat of the real runs: {fmt_num(fr.get('n_sat'), '.1f')} (with {words} n value"
+            f"{'s' if n_values != 1 else ''} this is a bound, not a fit).")
+
+
 # --------------------------------------------------------------------------------------------
 # the verdict table and the report
 # --------------------------------------------------------------------------------------------
@@ -148,9 +165,8 @@ def verdict(plan: Any, df: Any, metric: str = "val_avg",
                base_r if math.isfinite(base_r) else None)
     ns = sorted(per_n)
     one_seed = all(d["seeds"] == 1 for d in per_n.values())
-    n_sat_txt = "none" if pred.get("n_sat") is None else f"{pred['n_sat']:.0f}"
     sentence = (f"At C = {plan.runs[0].config['budget']} rollouts (B_p = {plan.b_p}), the simulator "
-                f"({pred['source']}) predicted n*(C) = {n_pred} (n_sat = {n_sat_txt}); the real runs at "
+                f"({pred['source']}) predicted n*(C) = {n_pred} ({n_sat_text(pred)}); the real runs at "
                 f"n = {ns} reached validation {metric} " + ", ".join(f"{per_n[n]['reward']:.3f}" for n in ns)
                 + f" (base {base_r:.3f}), best n = {v.best_n}"
                 + (f", frontier-fit n*(C) = {frontier_n_star}" if frontier_n_star is not None else "")
@@ -254,7 +270,7 @@ def write_markdown(plan: Any, df: Any, result: dict[str, Any], path: Path) -> Pa
         "", "## Prediction", "",
         f"- Source: {pred['source']}, simulated sweep{' (quick)' if pred.get('quick') else ''} "
         f"in `{pred['sweep_dir']}`.",
-        f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted n_sat = {fmt_num(pred.get('n_sat'), '.1f')}"
+        f"- n*(C) at C = {pred['budget']:.0f}: {pred['n_star']}; fitted {n_sat_text(pred, '.1f')}"
         + (f" (90% interval {pred['n_sat_ci'][0]:.0f}-{pred['n_sat_ci'][1]:.0f})" if pred.get("n_sat_ci") else "")
         + ".",
         f"- Recommended allocation: n = {pred['n_recommended']}, B_p = {pred['b_p']}, M = {pred['m']}, "
@@ -280,8 +296,7 @@ def write_markdown(plan: Any, df: Any, result: dict[str, Any], path: Path) -> Pa
         lines += ["## Frontier analysis of the real runs (isosim.frontier.report)", "",
                   "| budget | observed n* | frontier reward |", "|---:|---:|---:|",
                   *[f"| {fr['budgets'][i]:.0f} | {fr['n_star'][i]} | {fr['reward'][i]:.3f} |" for i in idx], "",
-                  f"Fitted n_sat of the real runs: {fmt_num(fr.get('n_sat'), '.1f')} (with three n values this is a bound, "
-                  "not a fit).", ""]
+                  real_n_sat_line(fr, int(df["n"].nunique())), ""]
     else:
         lines += ["## Frontier analysis", "", f"Failed: {result.get('frontier_error')}", ""]
     lines += ["## Figures", ""]

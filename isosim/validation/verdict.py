@@ -126,6 +126,9 @@ def decide(pred: Prediction, observed: dict[int, Observed], base_reward: float |
                    f"{r[best]:.3f}, tolerance {tol(best, top):.3f}")
 
     band = f"n = {pset}" if len(pset) > 1 else f"n = {pset[0]}"
+    # the predicted set: planned n inside the predicted band, or (none inside) the n tried nearest n*
+    what = (f"predicted n ({band})" if inside else
+            f"n tried nearest the predicted n* = {pred.n_star} (n = {nearest}; no n in the predicted band was run)")
     if not learned:
         agreement = "inconclusive"
         why = (f"no run improved on the base model ({base_reward:.3f}) by more than {Z:g} standard errors: "
@@ -133,16 +136,16 @@ def decide(pred: Prediction, observed: dict[int, Observed], base_reward: float |
     elif not set(tied) & set(pset):
         agreement = "disagrees"
         worst_gap = min(r[best] - r[n] for n in pset)
-        why = (f"the best run (n = {best}, {r[best]:.3f}) beats every predicted n ({band}) beyond noise "
+        why = (f"the best run (n = {best}, {r[best]:.3f}) beats {'every ' if inside else 'the '}{what} beyond noise "
                f"(by at least {worst_gap:.3f})")
     elif set(tied) <= set(pset):
         agreement = "agrees"
-        why = (f"the best run(s) {tied} lie in the predicted set ({band}); every other n is worse beyond noise"
-               if len(ns) > len(tied) else f"every n tried ties, as predicted ({band})")
+        why = (f"the best run(s) {tied} lie in the predicted set ({band if inside else what}); every other n is "
+               "worse beyond noise" if len(ns) > len(tied) else f"every n tried ties, as predicted ({band})")
     else:
         agreement = "consistent, unresolved"
-        why = (f"a predicted n ({band}) is within noise of the best run (n = {best}), but so are n outside "
-               f"the prediction: tied n in {tied}")
+        why = (f"{'a ' if inside else 'the '}{what} is within noise of the best run (n = {best}), but so are n "
+               f"outside the prediction: tied n in {tied}")
     return Verdict(agreement=agreement, saturation=saturation, testable=learned, best_n=best, tied=tied,
                    predicted_set=pset, nearest_n=nearest, reason=why, saturation_detail=sat_txt,
                    tolerance={f"{best}-{n}": tol(best, n) for n in ns if n != best})

@@ -44,8 +44,8 @@ from isosim.validation.validation import (
     B_P_FLOOR,
     MIN_STEPS,
     default_b_max,
-    fmt_num,
     n_max_for,
+    n_sat_text,
     plan_b_p,
     plan_ns,
     plot_validation,
@@ -369,8 +369,7 @@ def describe(plan: ValidationPlan, launcher: str, opts: SlurmOptions | None = No
     lines describe (each run's command is then its full form; the search pauses runs at rungs)."""
     pred = plan.predicted
     lines = [f"prediction ({pred['source']}): n*(C={pred['budget']:.0f}) = {pred['n_star']}, "
-             + (f"n_sat not saturated by C (fitted upper level {fmt_num(pred.get('n_sat'), '.1f')})"
-                if pred.get("saturated_by_budget") is False else f"n_sat = {fmt_num(pred.get('n_sat'), '.1f')}")
+             + n_sat_text(pred, ".1f")
              + f", recipe {pred['recipe']}, training-set size "
              f"{pred.get('train_size')} ({pred.get('train_size_source', '?')})",
              f"plan: n = {plan.ns} at B_p = {plan.b_p}, budget {plan.runs[0].config['budget']} rollouts per run"

@@ -62,7 +62,37 @@ def check_model(spec: str) -> None:
         if not Path(spec).expanduser().is_file():
             raise IsosimError(f"{spec}: no such GGUF file")
         return
-    resolve_model(spec)  # (no conversion but of .gguf files: a folder, a shipped name or a hub id)
+    got = resolve_model(spec)  # (no conversion but of .gguf files: a folder, a shipped name or a hub id)
+    if got == spec and not Path(spec).expanduser().exists():
+        check_hub_id(spec)
+
+
+def hf_cache() -> Path:
+    """The Hugging Face hub cache folder (``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ~/.cache/huggingface/hub)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def in_hf_cache(repo_id: str) -> bool:
+    """Whether the hub model ``repo_id`` has a snapshot in the local Hugging Face cache."""
+    folder = hf_cache() / ("models--" + repo_id.replace("/", "--"))
+    return any((folder / "snapshots").glob("*/config.json"))
+
+
+def check_hub_id(spec: str) -> None:
+    """Refuse a hub id that cannot name a model here, without the network: a bare name (no
+    ``owner/``) that is not in the local cache, or any id not in the cache when the hub is offline."""
+    if in_hf_cache(spec):
+        return
+    shipped = ", ".join(sorted(SHIPPED) + sorted(SMOLLM2_ALIASES)[:1])
+    if "/" not in spec:
+        raise IsosimError(f"--model {spec}: not a model folder, a .gguf file, a shipped model ({shipped}) nor a "
+                          f"model in the Hugging Face cache ({hf_cache()}); a hub id is owner/name, e.g. Qwen/Qwen3-0.6B")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        raise IsosimError(f"--model {spec}: not in the Hugging Face cache ({hf_cache()}) and HF_HUB_OFFLINE is set, "
+                          "so it cannot be downloaded")
 
 
 def resolve_model(spec: str) -> str:
