@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from isosim.errors import IsosimError
+from isosim.files import atomic_write_text
 from isosim.integrations import plan as P
 
 PLAN_FILE = "isosim_plan.json"
@@ -145,7 +146,7 @@ def settings_text(trainer: str, settings: dict[str, Any]) -> str:
 
 def write_run(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SETTINGS_FILE[trainer]).write_text(settings_text(trainer, run.settings))
+    atomic_write_text(run_dir / SETTINGS_FILE[trainer], settings_text(trainer, run.settings))
     return launch_line(trainer, run, hw, out, run_dir, extra)
 
 
@@ -173,12 +174,12 @@ def write_support(trainer: str, out: Path, runs: list[P.Run], hw: P.Hardware) ->
     if trainer == "trl":
         from isosim.integrations import trl_script
 
-        (out / "train_grpo.py").write_text(Path(trl_script.__file__).read_text())
+        atomic_write_text(out / "train_grpo.py", Path(trl_script.__file__).read_text())
     if trainer == "isosim":
         commands = [shlex.split(launch_line(trainer, r, hw, out, out / "runs" / r.name).replace(' "$@"', ""))
                     for r in runs]
-        (out / "submit_slurm.py").write_text(SLURM.format(commands=commands, folder=str(out / "slurm"),
-                                                          nodes=hw.nodes, gpus=hw.processes // hw.nodes))
+        atomic_write_text(out / "submit_slurm.py", SLURM.format(commands=commands, folder=str(out / "slurm"),
+                                                                nodes=hw.nodes, gpus=hw.processes // hw.nodes))
 
 
 def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> list[str]:
@@ -187,14 +188,14 @@ def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict |
     hw, trainer = req.hardware, req.trainer
     lines = [write_run(trainer, r, hw, out, out / "runs" / r.name) for r in sweep["runs"]]
     write_support(trainer, out, sweep["runs"], hw)
-    (out / "launch.sh").write_text(_script(lines, trainer))
-    (out / RUNS_FILE).write_text("run,n,b_p,seed\n" + "".join(f"{r.name},{r.n},{r.b_p},{r.seed}\n" for r in sweep["runs"]))
+    atomic_write_text(out / "launch.sh", _script(lines, trainer))
+    atomic_write_text(out / RUNS_FILE, "run,n,b_p,seed\n" + "".join(f"{r.name},{r.n},{r.b_p},{r.seed}\n" for r in sweep["runs"]))
     sched_lines = write_schedule(req, sweep, out, schedule) if schedule else []
     record = {"request": {**asdict(req), "hardware": asdict(hw)}, "b_p": sweep["b_p"], "ns": sweep["ns"],
               "cheap_rollouts": sweep["cheap"], "notes": sweep["notes"], "runs": [P.summary(r) for r in sweep["runs"]],
               "schedule": schedule}
-    (out / PLAN_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    (out / "README.md").write_text(readme(req, sweep, out, lines, sched_lines, schedule))
+    atomic_write_text(out / PLAN_FILE, json.dumps(record, indent=1) + "\n")
+    atomic_write_text(out / "README.md", readme(req, sweep, out, lines, sched_lines, schedule))
     return lines
 
 
@@ -220,7 +221,7 @@ def write_schedule(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
     else:
         start = f" --model_name_or_path {first}"
     lines = [write_run(trainer, one, hw, out, first), write_run(trainer, two, hw, out, folder / two.name, start)]
-    (out / "schedule" / "launch.sh").write_text(_script(lines, trainer))
+    atomic_write_text(out / "schedule" / "launch.sh", _script(lines, trainer))
     return lines
 
 
@@ -309,7 +310,7 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float) -> dic
     if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
         write_support(trainer, out, [run], hw)
         line = launch_line(trainer, run, hw, out, out / name)
-    (out / "launch.sh").write_text(_script([line], trainer))
+    atomic_write_text(out / "launch.sh", _script([line], trainer))
     return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
             "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes}
 
