@@ -234,10 +234,10 @@ def analyze(
     from isosim import records
     from isosim.errors import IsosimError
     from isosim.frontier import report
-    from isosim.integrations import default_metric, load_runs
+    from isosim.integrations import default_metric, load_competing_runs
 
     _check_out(out)
-    df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
+    df, what, reach = load_competing_runs(path, maps=map_, sets=set_, runs_file=runs)
     rules = records.allocation_summary(df) or {}
     if len(rules) > 1:  # the frontier compares n: runs of another rule at the same n are not seeds of it
         raise IsosimError(f"{path}: the records mix allocation rules ({', '.join(rules)}); analyze each rule's "
@@ -249,7 +249,8 @@ def analyze(
     if (out / "frontier.json").exists() and not force:
         raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
                           "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
-    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"), \
+            records.blamed_on_short_runs(reach):
         result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
@@ -601,6 +602,10 @@ def predict(
     from isosim.predict import extrapolate
 
     _check_out(out, "file")
+    not_read = extrapolate.check_cheap_reach(runs, max_rollouts, _n_list(n, "4,8,16"), maps=map_, sets=set_,
+                                             runs_file=run_settings)
+    if not_read:
+        typer.echo(f"{runs}: {not_read}")
     with _working("fitting the cheap curves and the predicted frontier"):
         entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                                n_values=_n_list(n, "4,8,16"), n_boot=n_boot,

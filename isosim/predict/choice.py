@@ -178,8 +178,8 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
     ns = sorted(set.intersection(*(set(r) for r in by_seed.values())))
     lead = {}
     for c in (cheap / 10.0, cheap):
-        means = {n: np.nanmean([value(by_seed[s][n], c) for s in by_seed]) for n in ns}
-        means = {n: v for n, v in means.items() if math.isfinite(v)}
+        means = {n: [v for v in (value(by_seed[s][n], c) for s in by_seed) if math.isfinite(v)] for n in ns}
+        means = {n: float(np.mean(v)) for n, v in means.items() if v}  # an n with no value by c is left out
         lead[c] = max(means, key=lambda n: (means[n], -n)) if means else None
     lo, hi = lead[cheap / 10.0], lead[cheap]
     if lo is None or hi is None:
@@ -221,20 +221,25 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
 
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best") -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
-    frozen as the plane's method and left untouched) and what is said around its pick: an expected
+    frozen as the plane's method and left untouched) on the runs cut at the budget every run reached
+    (:func:`isosim.integrations.load_competing_runs`: short runs are named, never compared at unequal
+    compute) and what is said around its pick: an expected
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
     reader's own."""
-    from isosim.integrations import default_metric, load_runs
+    from isosim.integrations import default_metric, load_competing_runs
     from isosim.predict import from_runs
     from isosim.predict.partial import measured_n
+    from isosim.records import blamed_on_short_runs
 
-    df, _ = load_runs(path)
+    df, what, reach = load_competing_runs(path)
     ns = measured_n(df, default_metric(df))
     if len(ns) == 1:
         raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
                           "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
-    out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading)
+    with blamed_on_short_runs(reach):
+        out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading,
+                                            loaded=(df, what))
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
