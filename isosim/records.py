@@ -170,6 +170,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------
 # How far each run got: runs that stopped short of their planned budget
 # ----------------------------------------------------------------------------------------------
+REACH_RTOL = 0.01  # a run "reached" a budget if its last x >= budget * (1 - REACH_RTOL), or (for the
+# frontier, ``RunPoints.reaches``) if it stopped at most one update step short of it: runs stop at
+# whole steps, so a run planned for C often ends up to a step short (98,304 of 99,840 at 2,048 a step).
 SHORT_ADVICE = "resume or rerun the short runs, or leave them out"
 """what a reader refused for short runs tells the user to do"""
 
@@ -178,9 +181,9 @@ SHORT_ADVICE = "resume or rerun the short runs, or leave them out"
 class Reach:
     """Each run's last record (rollouts) against its planned budget, and the runs without records.
 
-    A run is *short* when its last record lies more than one update step (``b_p * n`` rollouts)
-    below its planned budget: runs stop at whole steps, so one planned for C may end a step short
-    and still count as whole. ``empty`` names run folders that hold no records at all."""
+    A run is *short* when its last record lies more than one update step (``b_p * n`` rollouts) and
+    ``REACH_RTOL`` below its planned budget: runs stop at whole steps, so one planned for C may end a
+    step short and still count as whole. ``empty`` names run folders that hold no records at all."""
 
     ends: dict[str, float]
     planned: dict[str, float]
@@ -217,7 +220,7 @@ def run_reach(df: pd.DataFrame, empty: Sequence[str] = (), cap: float | None = N
         given = pd.to_numeric(df["budget"], errors="coerce").groupby(df["run_id"].astype(str)).max()
         planned = given.where(given > 0).reindex(ends.index).fillna(planned)
     goal = planned if cap is None else planned.clip(upper=cap)
-    short = tuple(r for r in ends.index if ends[r] + step[r] < goal[r] * (1 - 1e-9))
+    short = tuple(r for r in ends.index if ends[r] + step[r] < goal[r] * (1 - REACH_RTOL))
     return Reach(ends={str(k): float(v) for k, v in ends.items()},
                  planned={str(k): float(v) for k, v in planned.items()}, short=short, empty=tuple(empty))
 
