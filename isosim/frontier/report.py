@@ -263,8 +263,8 @@ def level_text(n_sat: float, n_values: list[int]) -> str:
     below = [n for n in tried if n < n_sat]
     above = [n for n in tried if n > n_sat]
     if below and above:
-        return f"{n_sat:.3g} (a level of the fitted curve between the n tried {below[-1]} and {above[0]})"
-    return f"{n_sat:.3g} (a level of the fitted curve; n tried {tried[0]} to {tried[-1]})"
+        return f"{n_sat:.3g} (fitted; no run at it: between the n tried {below[-1]} and {above[0]})"
+    return f"{n_sat:.3g} (fitted; no run at it: the n tried run {tried[0]} to {tried[-1]})"
 
 
 def _fit_line(name: str, fit: dict[str, Any], ci_label: str, n_values: list[int], ci_note: str = "") -> str:
