@@ -18,6 +18,10 @@ error against a real learner.
 from __future__ import annotations
 
 import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -219,6 +223,30 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
             "line": line}
 
 
+def check_past_step_0(df: pd.DataFrame, metric: str) -> None:
+    """Refuse runs whose ``metric`` holds no number after step 0: no curve to carry to a budget."""
+    if metric in df.columns:
+        have = pd.to_numeric(df[metric], errors="coerce").notna() & (pd.to_numeric(df["rollouts"]) > 0)
+        if have.any():
+            return
+    raise IsosimError(f"the runs hold no {metric} value after step 0 (every later one is empty or not a number): "
+                      "no curve to carry to the budget")
+
+
+@contextmanager
+def runs_as_read(path, df: pd.DataFrame, reach) -> Iterator[Any]:
+    """``path`` itself where every run is whole, else the runs cut at the budget every run reached,
+    as a records table in a temporary folder: the frozen reader (:mod:`isosim.predict.from_runs`,
+    left untouched) reads them from there."""
+    if not reach.short:
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        table = Path(tmp) / "runs_at_common_budget.csv"
+        df.to_csv(table, index=False)
+        yield table
+
+
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best") -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
     frozen as the plane's method and left untouched) on the runs cut at the budget every run reached
@@ -233,13 +261,15 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     from isosim.records import blamed_on_short_runs
 
     df, what, reach = load_competing_runs(path)
-    ns = measured_n(df, default_metric(df))
+    metric = default_metric(df)
+    ns = measured_n(df, metric)
     if len(ns) == 1:
         raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
                           "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
-    with blamed_on_short_runs(reach):
-        out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading,
-                                            loaded=(df, what))
+    check_past_step_0(df, metric)
+    with blamed_on_short_runs(reach), runs_as_read(path, df, reach) as readable:
+        out = from_runs.recommend_from_runs(readable, budget, method or from_runs.DEFAULT_METHOD, reading)
+    out.update(runs=str(path), read=what)
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True

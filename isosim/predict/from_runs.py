@@ -51,10 +51,8 @@ def cheap_curves(df: pd.DataFrame, metric: str = "val_avg") -> tuple[dict[int, d
 
 
 def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_METHOD, reading: str = HEADLINE,
-                        metric: str | None = None, bank: str | Path | None = None,
-                        loaded: tuple[pd.DataFrame, str] | None = None) -> dict[str, Any]:
-    """The prediction JSON for the cheap runs at ``path`` and a budget in rollouts (``loaded``: their
-    records and the line saying what was read, where the caller has read them already)."""
+                        metric: str | None = None, bank: str | Path | None = None) -> dict[str, Any]:
+    """The prediction JSON for the cheap runs at ``path`` and a budget in rollouts."""
     from isosim.integrations import default_metric, load_runs
 
     check_reading(reading)
@@ -62,7 +60,7 @@ def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_M
         raise IsosimError(f"--method must be one of {', '.join(stepcurve.METHODS + tuple(sbi.BANDS))}, got {method!r}")
     if not (budget and math.isfinite(budget) and budget > 0):
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
-    df, what = loaded if loaded is not None else load_runs(path)
+    df, what = load_runs(path)
     metric = metric or default_metric(df)
     by_seed, b_p, samples = cheap_curves(df, metric)
     seeds_of = {n for runs in by_seed.values() for n in runs}
@@ -70,9 +68,6 @@ def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_M
     if not by_seed:
         raise IsosimError("no seed has a run of every n; give every n the same seeds")
     cheap = max(r for runs in by_seed.values() for c in runs.values() for r, _ in c)
-    if cheap <= 0:
-        raise IsosimError(f"the runs hold no {metric} value after step 0 (every later one is empty or not a number): "
-                          "no curve to carry to the budget")
     if cheap >= budget:
         raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
     read = None
