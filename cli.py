@@ -44,6 +44,18 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     """Compute-optimal rollout allocation (n, B_p, M) for LLM RL: simulate, analyse, validate."""
 
 
+def _check_out(out: Optional[Path], kind: str = "folder", flag: str = "--out") -> None:
+    """Refuse, in one line, an output that cannot be written (a file where a folder goes, a folder
+    where a file goes, a path under a file, a folder without write permission), before any work;
+    without ``out``, the default folder ``runs/`` is checked."""
+    from isosim.files import check_out
+
+    if out is None:
+        check_out(Path("runs"), "folder", f"no {flag}, so the default folder")
+    else:
+        check_out(out, kind, flag)
+
+
 def _fresh_out(kind: str) -> Path:
     """A new folder ``runs/<kind>-<time>[-i]``, created here (two commands started in the same
     second get two folders)."""
@@ -162,6 +174,7 @@ def explore(
     from isosim.frontier import report
     from isosim.sweeps import sweep
 
+    _check_out(out)
     if plan is not None:
         given = dict(zip(PLAN_FIXES, (preset, profile, policy, question, allocation, seeds, seed, budget_max,
                                       quick or None)))
@@ -220,9 +233,10 @@ def analyze(
     from isosim import records
     from isosim.errors import IsosimError
     from isosim.frontier import report
-    from isosim.integrations import default_metric, load_runs
+    from isosim.integrations import default_metric, load_competing_runs
 
-    df, what = load_runs(path, maps=map_, sets=set_, runs_file=runs)
+    _check_out(out)
+    df, what, reach = load_competing_runs(path, maps=map_, sets=set_, runs_file=runs)
     rules = records.allocation_summary(df) or {}
     if len(rules) > 1:  # the frontier compares n: runs of another rule at the same n are not seeds of it
         raise IsosimError(f"{path}: the records mix allocation rules ({', '.join(rules)}); analyze each rule's "
@@ -234,7 +248,8 @@ def analyze(
     if (out / "frontier.json").exists() and not force:
         raise IsosimError(f"{out} already holds a frontier.json (of explore or an earlier analyze): "
                           "pass --out NEW_FOLDER to keep it, or --force to overwrite it and its figures")
-    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"), \
+            records.blamed_on_short_runs(reach):
         result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     report.print_summary(result, title=f"isosim analyze: {path}", out_dir=out)
 
@@ -504,6 +519,7 @@ def plan(
     from isosim.integrations import plan as P
     from isosim.integrations import plan_files
 
+    _check_out(out)
     note = ""
     if gpu_hours is not None or rollouts_per_gpu_hour is not None:
         if budget is not None:
@@ -575,6 +591,9 @@ def calibrate(
     dynamics to cheap real runs (--dynamics RUNS --profile FILE): the profile explore/recommend/validate read."""
     from isosim.errors import IsosimError
 
+    _check_out(out or Path("dynamics.json" if dynamics is not None else "profile.json"), "file")
+    if splits is not None:
+        _check_out(splits, flag="--splits")
     if dynamics is not None:
         if model is not None or data is not None:
             raise IsosimError("give --model/--data (measure pass rates) or --dynamics RUNS (fit dynamics), not both")
@@ -673,6 +692,11 @@ def predict(
 
     _check_budget(budget)
     _check_budget(max_rollouts, "--max-rollouts")
+    _check_out(out, "file")
+    not_read = extrapolate.check_cheap_reach(runs, max_rollouts, _n_list(n, "4,8,16"), maps=map_, sets=set_,
+                                             runs_file=run_settings)
+    if not_read:
+        typer.echo(f"{runs}: {not_read}")
     with _working("fitting the cheap curves and the predicted frontier"):
         entry = extrapolate.predict_from_cheap(runs, max_rollouts=max_rollouts, budget=budget, method=method,
                                                n_values=_n_list(n, "4,8,16"), n_boot=n_boot,
@@ -730,6 +754,7 @@ def validate(
     from isosim.frontier.report import metric_column
     from llm_runs.launch import validate as val
 
+    _check_out(out)
     missing = _missing_llm_modules()
     if missing and not dry_run:
         raise IsosimError(f"validate trains real models and needs the [llm] extra (missing: {', '.join(missing)}): "

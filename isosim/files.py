@@ -1,8 +1,9 @@
 """Writing files: one atomic write (temporary file, fsync, rename, fsync the folder) and one JSON
 writer that never writes ``NaN`` or ``Infinity`` (invalid JSON): every file isosim writes goes
-through here, so a reader sees the old file or the new one, never half of one.
+through here, so a reader sees the old file or the new one, never half of one. ``check_out`` says,
+before a command does any work, why its ``--out`` cannot be written.
 
-Only the standard library and numpy are imported.
+Only the standard library, numpy and ``isosim.errors`` are imported.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import contextlib
 import json
 import math
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+from isosim.errors import IsosimError
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -96,6 +100,50 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 1, mkdir: boo
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write_text(path, dumps_json(obj, indent=indent, **kwargs) + "\n")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` itself or its nearest ancestor that exists (the current folder for a relative path)."""
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            return p
+    return Path(".")
+
+
+def _can_create_in(folder: Path) -> bool:
+    """True when a file can be made in ``folder``: tried for real with an unnamed temporary file,
+    since permission bits and ``os.access`` do not tell what capabilities (root's) allow."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def out_problem(path: str | Path, kind: str = "folder") -> str | None:
+    """Why ``path`` cannot be written as an output ``kind`` (``folder`` or ``file``): it is the other
+    kind, it lies under a file, or its folder (or nearest existing ancestor) takes no new files; None
+    when it can. Nothing is created."""
+    path = Path(path)
+    if kind == "folder" and path.exists() and not path.is_dir():
+        return "it is a file, not a folder"
+    if kind == "file" and path.is_dir():
+        return "it is a folder, not a file"
+    base = _nearest_existing(path if kind == "folder" else path.parent)
+    if not base.is_dir():
+        return f"it lies under {base}, which is a file, not a folder"
+    if not _can_create_in(base):
+        where = "it" if base == path else str(base)
+        return f"{where} is not writable (permission denied)"
+    return None
+
+
+def check_out(path: str | Path, kind: str = "folder", flag: str = "--out") -> None:
+    """Raise ``IsosimError`` with one line naming ``path`` and the reason when it cannot be written as
+    an output ``kind`` (:func:`out_problem`); commands call it before any work."""
+    why = out_problem(path, kind)
+    if why is not None:
+        raise IsosimError(f"{flag} {path}: {why}")
 
 
 def cache_root() -> Path:

@@ -52,6 +52,9 @@ along untouched.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +165,98 @@ def read_table(path: str | Path) -> pd.DataFrame:
     except Exception as exc:  # pandas raises many kinds; the user needs one line
         raise IsosimError(f"{path}: cannot read table ({type(exc).__name__}: {exc})") from None
     return normalize(df, source=str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# How far each run got: runs that stopped short of their planned budget
+# ----------------------------------------------------------------------------------------------
+REACH_RTOL = 0.01  # a run "reached" a budget if its last x >= budget * (1 - REACH_RTOL), or (for the
+# frontier, ``RunPoints.reaches``) if it stopped at most one update step short of it: runs stop at
+# whole steps, so a run planned for C often ends up to a step short (98,304 of 99,840 at 2,048 a step).
+SHORT_ADVICE = "resume or rerun the short runs, or leave them out"
+"""what a reader refused for short runs tells the user to do"""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Each run's last record (rollouts) against its planned budget, and the runs without records.
+
+    A run is *short* when its last record lies more than one update step (``b_p * n`` rollouts) and
+    ``REACH_RTOL`` below its planned budget: runs stop at whole steps, so one planned for C may end a
+    step short and still count as whole. ``empty`` names run folders that hold no records at all."""
+
+    ends: dict[str, float]
+    planned: dict[str, float]
+    short: tuple[str, ...]
+    empty: tuple[str, ...] = ()
+
+    @property
+    def common(self) -> float:
+        """The budget every run reached: the earliest last record."""
+        return min(self.ends.values())
+
+    def note(self) -> str:
+        """One clause naming every short run and every run without records ('' when none)."""
+        parts = []
+        if self.short:
+            parts.append("run(s) stopped short of their planned budget: " + ", ".join(
+                f"{r} at {self.ends[r]:,.0f} of {self.planned[r]:,.0f} rollouts" for r in self.short))
+        if self.empty:
+            parts.append("run folder(s) without records, not read: " + ", ".join(self.empty))
+        return "; ".join(parts)
+
+
+def run_reach(df: pd.DataFrame, empty: Sequence[str] = (), cap: float | None = None) -> Reach:
+    """The :class:`Reach` of a records table: each run's planned budget is its ``budget`` column
+    (what its config.json planned) where the records carry one, else the longest run's last record.
+    With ``cap`` (a reader that reads only that far), a run is short only if it stopped before both."""
+    rollouts = pd.to_numeric(df["rollouts"], errors="coerce")
+    by_run = df.assign(rollouts=rollouts).groupby(df["run_id"].astype(str), sort=True)
+    ends = by_run["rollouts"].max()
+    step = (pd.to_numeric(by_run["n"].first()) * pd.to_numeric(by_run["b_p"].first())).astype(float)
+    longest = float(ends.max())
+    planned = pd.Series(longest, index=ends.index)
+    if "budget" in df.columns:
+        given = pd.to_numeric(df["budget"], errors="coerce").groupby(df["run_id"].astype(str)).max()
+        planned = given.where(given > 0).reindex(ends.index).fillna(planned)
+    goal = planned if cap is None else planned.clip(upper=cap)
+    short = tuple(r for r in ends.index if ends[r] + step[r] < goal[r] * (1 - REACH_RTOL))
+    return Reach(ends={str(k): float(v) for k, v in ends.items()},
+                 planned={str(k): float(v) for k, v in planned.items()}, short=short, empty=tuple(empty))
+
+
+def at_common_budget(df: pd.DataFrame, reach: Reach) -> pd.DataFrame:
+    """The records at or below the budget every run reached, where some run stopped short (else
+    ``df`` as it is): every n is then read where every run still competes. Refused (``IsosimError``
+    naming the short runs) where that budget is below one update step of some n: there it cannot
+    compete at all."""
+    if not reach.short:
+        return df
+    steps = (pd.to_numeric(df["n"]) * pd.to_numeric(df["b_p"])).groupby(df["n"]).max()
+    beyond = [int(n) for n, cost in steps.items() if cost > reach.common * (1 + 1e-9)]
+    if beyond:
+        raise IsosimError(f"{reach.note()}: at {reach.common:,.0f} rollouts, the budget every run reached, "
+                          f"n = {', '.join(map(str, beyond))} cannot take one update step: not every n can be "
+                          f"compared there ({SHORT_ADVICE})")
+    return df[pd.to_numeric(df["rollouts"], errors="coerce") <= reach.common * (1 + 1e-9)]
+
+
+def common_budget_note(reach: Reach) -> str:
+    """What a reader says about ``reach``: the runs it names and where it reads ('' when all is whole)."""
+    note = reach.note()
+    if reach.short:
+        note += f"; every n is read at {reach.common:,.0f} rollouts, the budget every run reached"
+    return note
+
+
+@contextmanager
+def blamed_on_short_runs(reach: Reach | None) -> Iterator[None]:
+    """Inside, an ``IsosimError`` is re-raised with the short runs named first: what fails at the
+    budget every run reached fails because of them, not because of another n."""
+    try:
+        yield
+    except IsosimError as exc:
+        if reach is None or not reach.short:
+            raise
+        raise IsosimError(f"{reach.note()}; read at {reach.common:,.0f} rollouts, the budget every run "
+                          f"reached: {exc} ({SHORT_ADVICE})") from None

@@ -144,9 +144,14 @@ def test_wandb_panel_export_with_runs_file(capsys, tmp_path):
     code, out, err = run_cli(capsys, "analyze", csv, "--runs", FIXTURES / "wandb_runs.csv", "--n-boot", "0",
                              "--out", tmp_path / "panel_analysis")
     assert code == 0, err
-    assert "3 runs from W&B export panel.csv, n = 2, 4, 8; metric train_reward" in out
+    said = " ".join(out.split())
+    assert said.startswith(f"{csv}: 3 runs from W&B export panel.csv, n = 2, 4, 8; ")
+    # grpo-n8 stopped at step 45 of the 60 the others ran: named, and every n read where it stopped
+    assert ("run(s) stopped short of their planned budget: grpo-n8 at 1,440 of 1,920 rollouts; every n is read at "
+            "1,440 rollouts, the budget every run reached; metric train_reward") in said
     data = json.loads((tmp_path / "panel_analysis" / "frontier.json").read_text())
     assert data["n_values"] == [2, 4, 8] and data["metric"] == "train_reward"
+    assert data["budgets"][-1] == 1440
     df, _ = load_runs(csv, runs_file=FIXTURES / "wandb_runs.csv")
     # __MIN/__MAX columns are not runs; blank cells after a run's last step are no rows
     assert sorted(df["run_id"].unique()) == ["grpo-n2", "grpo-n4", "grpo-n8"]

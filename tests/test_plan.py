@@ -261,11 +261,12 @@ def test_verl_tensorboard_logs_read_with_the_plans_run_table(tmp_path):
     out = tmp_path / "sweep"
     assert isosim("plan", "--for", "verl", "--budget", "1e5", "--n", "4,16", "--b-p", "8", "--processes", "8",
                   "--out", out).returncode == 0
-    for n, slope in {4: 0.5, 16: 1.0}.items():
+    for n, slope in {4: 0.5, 16: 1.0}.items():  # each run to its planned 4,608 rollouts (5 % of C, whole steps)
         w = SummaryWriter(str(out / "runs" / f"n{n}-s0"))  # TENSORBOARD_DIR of the launch line
-        for step in range(0, 40, 4):
-            w.add_scalar("critic/score/mean", 0.2 + slope * step / 400, step)
-            w.add_scalar("val-core/math/acc/mean@4", 0.2 + slope * step / 400, step)
+        last = 4608 // (8 * n)
+        for step in range(0, last + 1, last // 9):
+            w.add_scalar("critic/score/mean", 0.2 + slope * step * 8 * n / 46080, step)
+            w.add_scalar("val-core/math/acc/mean@4", 0.2 + slope * step * 8 * n / 46080, step)
         w.close()
     from isosim.integrations import load_runs
 

@@ -109,16 +109,28 @@ def _fit_learning(grid: np.ndarray, n_curve: np.ndarray, learning: np.ndarray,
     return fit_n_star(grid[keep], n_curve[keep], n_bounds=n_bounds, **kw)
 
 
+FIT_NAMES = {"fit": "argmax n*(C) fit", "fit_tol": "n_tol(C) fit"}
+"""the names the warnings give the two n*(C) fits (the result's ``fit`` and ``fit_tol`` blocks)"""
+
+
+def level_warning(name: str, block: dict[str, Any], n_max: float) -> str | None:
+    """The warning (kept in frontier.json) that a fit's upper level lies at the edge of the n tried,
+    or None; ``isosim.frontier.report`` prints the fit's level in its own words instead."""
+    if block["n_sat"] is None:
+        return None
+    if block.get("at_floor"):
+        return (f"{name}: the fitted upper level ({block['n_sat']:.0f}) sits at the smallest n tried: n* never "
+                "leaves the grid's floor, saturation is not seen, n_sat may lie lower")
+    if not block["saturated"]:
+        return (f"{name}: the fitted upper level ({block['n_sat']:.0f}) reaches the largest n tried "
+                f"({n_max:.0f}): saturation is not seen, n_sat may lie higher")
+    return None
+
+
 def _fit_warnings(name: str, block: dict[str, Any], n_max: float) -> list[str]:
-    out = []
     if block["n_sat"] is None:
         return [f"{name}: no budget shows learning beyond the seed noise; no n*(C) fit"]
-    if block.get("at_floor"):
-        out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) sits at the smallest n tried: n* never "
-                   "leaves the grid's floor, saturation is not seen, n_sat may lie lower")
-    elif not block["saturated"]:
-        out.append(f"{name}: the fitted upper level ({block['n_sat']:.0f}) reaches the largest n tried "
-                   f"({n_max:.0f}): saturation is not seen, n_sat may lie higher")
+    out = [w for w in [level_warning(name, block, n_max)] if w]
     values = {"n_low": block["n_low"], "n_sat": block["n_sat"], "log_c_mid": block["log_c_mid"],
               "slope": block["slope"]}
     # n_sat / n_low on a bound = the largest / smallest n tried: said by `saturated` and the band
@@ -263,8 +275,8 @@ def analyze(
         warnings = [f"only {len(n_values)} distinct n ({', '.join(map(str, n_values))}): saturation needs at least "
                     f"{MIN_N_FOR_SAT}, so no n*(C) sigmoid and no n_sat are fitted (n* per budget is still read)"]
     else:
-        warnings = _fit_warnings("argmax n*(C) fit", fit_block, n_max)
-        warnings += [w for w in _fit_warnings("n_tol(C) fit", tol_block, n_max) if "no budget" not in w]
+        warnings = _fit_warnings(FIT_NAMES["fit"], fit_block, n_max)
+        warnings += [w for w in _fit_warnings(FIT_NAMES["fit_tol"], tol_block, n_max) if "no budget" not in w]
     if tol_note:
         warnings.append(tol_note)
     if base is None:
@@ -448,8 +460,8 @@ from isosim.frontier.side_analyses import (
 )
 
 __all__ = [  # (the pieces live in points, fits, envelope, ties and side_analyses; this module names them all)
-    "DEFAULT_TOL", "LEARN_Z", "LN10", "MIN_N_FOR_SAT", "READINGS", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
-    "RunPoints", "analyze", "bp_sensitivity", "check_budgets", "collect_runs", "default_budgets", "fit_n_star",
+    "DEFAULT_TOL", "FIT_NAMES", "LEARN_Z", "LN10", "MIN_N_FOR_SAT", "READINGS", "REACH_RTOL", "SAT_MARGIN_OCTAVES", "FitResult", "Frontier", "NStarFit",
+    "RunPoints", "analyze", "bp_sensitivity", "level_warning", "check_budgets", "collect_runs", "default_budgets", "fit_n_star",
     "fit_per_n", "fit_saturating", "frontier", "frontier_summary", "hist_at_matched_compute", "jsonable", "learning_budgets",
     "metric_split", "point_frontier", "prepare", "q2_split", "record_breaking", "seed_noise", "tie_band",
     "upper_envelope", "write_frontier_json",

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from isosim.errors import IsosimError
+from isosim.files import atomic_write
 from isosim.frontier import analysis
 from isosim.frontier.wording import short_budget, spans_grid
 from isosim.records import HIST_BINS, HIST_COLUMNS
@@ -116,7 +117,8 @@ def log_compute_axis(ax: Axes, axis: str = "x") -> None:
 
 
 def save(fig: Figure, path: str | Path) -> list[Path]:
-    """Write ``fig`` to ``path.png`` and ``path.svg`` (a suffix on ``path`` is dropped)."""
+    """Write ``fig`` to ``path.png`` and ``path.svg`` (a suffix on ``path`` is dropped), each through
+    the atomic writer: a reader finds the old figure or the new one, whole."""
     path = Path(path)
     if path.suffix.lower() in (".png", ".svg", ".pdf"):
         path = path.with_suffix("")
@@ -124,7 +126,7 @@ def save(fig: Figure, path: str | Path) -> list[Path]:
     out = [path.with_name(path.name + ext) for ext in (".png", ".svg")]
     fig.tight_layout()  # once, not per file as a layout engine would
     for p in out:
-        fig.savefig(p, dpi=120)
+        atomic_write(p, lambda fh, fmt=p.suffix[1:]: fig.savefig(fh, format=fmt, dpi=120))
     return out
 
 

@@ -9,11 +9,7 @@ import numpy as np
 import pandas as pd
 
 from isosim.errors import IsosimError
-from isosim.records import normalize
-
-REACH_RTOL = 0.01  # a run "reached" a budget if its last x >= budget * (1 - REACH_RTOL), or (for the
-# frontier, ``RunPoints.reaches``) if it stopped at most one update step short of it: runs stop at
-# whole steps, so a run planned for C often ends up to a step short (98,304 of 99,840 at 2,048 a step).
+from isosim.records import REACH_RTOL, normalize
 
 
 # ----------------------------------------------------------------------------------------------

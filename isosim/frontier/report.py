@@ -7,7 +7,7 @@ folder of runs) and ``isosim validate`` (real runs), so all three read results t
 from __future__ import annotations
 
 import json
-
+import math
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,34 @@ def record_files(path: str | Path) -> list[Path]:
     path = Path(path)
     return sorted(path.glob("records.jsonl")) + sorted(path.glob("*/records.jsonl")) + sorted(
         path.glob("*/*/records.jsonl"))
+
+
+def _is_run_config(path: Path) -> bool:
+    """True for an isosim run's ``config.json`` (it names the run and its n), not a model's."""
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and {"run_id", "n"} <= set(cfg)
+
+
+def runs_without_records(path: str | Path) -> list[str]:
+    """The run folders of a folder of runs (at the depths :func:`record_files` reads) that hold no
+    record: a run's ``config.json`` without ``records.jsonl``, or a ``records.jsonl`` with no line;
+    each named relative to ``path``, with which of the two."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    out = []
+    for depth in ("", "*/", "*/*/"):
+        for cfg in sorted(path.glob(depth + "config.json")):
+            if not (cfg.parent / "records.jsonl").exists() and _is_run_config(cfg):
+                out.append((cfg.parent, "no records.jsonl"))
+        for rec in sorted(path.glob(depth + "records.jsonl")):
+            if not rec.read_text(encoding="utf-8").strip():
+                out.append((rec.parent, "empty records.jsonl"))
+    return [f"{(folder.relative_to(path).as_posix() if folder != path else path.name)} ({why})"
+            for folder, why in sorted(out)]
 
 
 def load_records(path: str | Path) -> pd.DataFrame:
@@ -116,6 +144,32 @@ def clean_records(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[p
     return df, notes
 
 
+def measured_by(df: pd.DataFrame, metric: str, budgets: list[float], x: str = "rollouts") -> list[float | None]:
+    """Per budget, the highest ``metric`` any run had measured at an evaluation at or below it (None
+    where none had): a frontier value above it was read between evaluations, not measured by then."""
+    xs = pd.to_numeric(df[x], errors="coerce").to_numpy(float)
+    ys = pd.to_numeric(df[metric], errors="coerce").to_numpy(float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    out = []
+    for b in budgets:
+        by = ys[xs <= b * (1 + 1e-9)]
+        out.append(float(by.max()) if len(by) else None)
+    return out
+
+
+def hist_budget(df: pd.DataFrame, x: str = "rollouts") -> float | None:
+    """The largest budget at which every n has pass@1 histogram rows on both sides (what
+    :func:`isosim.frontier.analysis.hist_at_matched_compute` reads), or None where there is none:
+    a run that stopped short moves it down, and never makes it an error about another n."""
+    have = df[pd.to_numeric(df[records.HIST_COLUMNS[0]], errors="coerce").notna()]
+    if have.empty or have["n"].nunique() < df["n"].nunique():
+        return None
+    span = pd.to_numeric(have[x], errors="coerce").groupby(have["n"]).agg(["min", "max"])
+    top = float(span["max"].min())
+    return top if top > 0 and top >= float(span["min"].max()) else None
+
+
 def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
                  seed: int = 0, figures: bool = True, tol: float | None = None) -> dict[str, Any]:
     """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.
@@ -136,6 +190,7 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
         raise IsosimError(f"no row has a number in {metric!r}: " + "; ".join(input_notes))
     result = analysis.analyze(df, metric=metric, n_boot=n_boot, seed=seed, tol=tol)
     result["input_notes"] = input_notes
+    result["measured_by"] = measured_by(df, metric, result["budgets"])
     split_metrics = [m for m in ("val_best", "val_worst") if m in df.columns and df[m].notna().any()]
     split = {}
     if len(split_metrics) == 2 and df["n"].nunique() > 1:
@@ -156,40 +211,82 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
             written += [str(p) for p in plots.plot_metric_split(shown, out / "metric_split")]
         if all(c in df.columns for c in records.HIST_COLUMNS) and df["n"].nunique() > 1:
             ns = [int(n) for n in sorted(df["n"].unique())]
-            top = float(df.groupby("n")["rollouts"].max().min())
-            written += [str(p) for p in plots.plot_hist_evolution(df, ns, [top], out / "pass_hist")]
+            top = hist_budget(df)
+            if top is None:
+                result["input_notes"].append("no budget at which every n has a pass@1 histogram: the pass_hist "
+                                             "figure is left out")
+            else:
+                written += [str(p) for p in plots.plot_hist_evolution(df, ns, [top], out / "pass_hist")]
     result["figures"] = written
     analysis.write_frontier_json(result, out / "frontier.json")
     return result
+
+
+INTERPOLATED = "*"
+"""marks a frontier value read between evaluations: above every evaluation any run had made by that budget"""
+
+
+def interpolated(result: dict[str, Any]) -> list[bool]:
+    """Per budget, whether the frontier value lies above everything measured by then (``measured_by``)."""
+    by = result.get("measured_by") or [None] * len(result["budgets"])
+    return [v is not None and m is not None and v > m + 1e-12 for v, m in zip(result["reward"], by)]
 
 
 def summary_rows(result: dict[str, Any], max_rows: int = 12) -> list[tuple[str, ...]]:
     """(budget, n*, tie band, reward, learning) rows for a table, thinned to at most ``max_rows``.
 
     The tie band is ``n_tol``-``n_tie_hi`` (every n within the tie tolerance of the frontier);
-    learning is ``no`` where the frontier is within the seed noise of the base reward.
+    learning is ``no`` where the frontier is within the seed noise of the base reward; a reward read
+    between evaluations, above all that was measured by its budget, carries ``INTERPOLATED``.
     """
     budgets, n_star, reward = result["budgets"], result["n_star"], result["reward"]
     lo, hi = result.get("n_tol"), result.get("n_tie_hi")
     learning = result.get("learning")
+    between = interpolated(result)
     keep = np.unique(np.linspace(0, len(budgets) - 1, min(max_rows, len(budgets))).round().astype(int))
     rows = []
     for i in keep:
         band = "" if lo is None else (str(lo[i]) if lo[i] == hi[i] else f"{lo[i]}-{hi[i]}")
         learn = "" if learning is None else ("yes" if learning[i] else "no")
-        rows.append((f"{budgets[i]:.3g}", str(n_star[i]), band, f"{reward[i]:.4f}", learn))
+        value = f"{reward[i]:.4f}" + (INTERPOLATED if between[i] else "")
+        rows.append((f"{budgets[i]:.3g}", str(n_star[i]), band, value, learn))
     return rows
 
 
-def _fit_line(name: str, fit: dict[str, Any], ci_label: str, ci_note: str = "") -> str:
+def level_text(n_sat: float, n_values: list[int]) -> str:
+    """A fitted n_sat in words true of the n tried: that n where it is one (within 5 % of an octave),
+    else the fitted value and the two n tried it lies between."""
+    tried = sorted(int(n) for n in n_values)
+    near = min(tried, key=lambda n: abs(math.log2(n_sat / n)))
+    if abs(math.log2(n_sat / near)) < 0.05:
+        return f"{near}"
+    below = [n for n in tried if n < n_sat]
+    above = [n for n in tried if n > n_sat]
+    if below and above:
+        return f"{n_sat:.3g} (fitted; no run at it: between the n tried {below[-1]} and {above[0]})"
+    return f"{n_sat:.3g} (fitted; no run at it: the n tried run {tried[0]} to {tried[-1]})"
+
+
+def _fit_line(name: str, fit: dict[str, Any], ci_label: str, n_values: list[int], ci_note: str = "") -> str:
     if fit.get("n_sat") is None:
         return f"{name}: none ({fit.get('reason') or 'no budget shows learning beyond the seed noise'})"
     ci = fit.get("n_sat_ci")
     ci_txt = f" ({ci_label} {ci[0]:.0f}-{ci[1]:.0f}{ci_note})" if ci else ""
-    sat = (", not saturated: sits at the smallest n tried" if fit.get("at_floor")
-           else "" if fit.get("saturated", True) else ", not saturated: reaches the largest n tried")
-    return (f"{name} = {fit['n_sat']:.0f}{ci_txt}{sat}, log10 C_mid = {fit['log_c_mid']:.2f}, "
+    edge = f"within half an octave of the {{}} n tried ({{}}): saturation is not seen, n_sat may lie {{}}"
+    sat = (", not saturated: " + edge.format("smallest", min(n_values), "lower") if fit.get("at_floor")
+           else "" if fit.get("saturated", True) else ", not saturated: " + edge.format("largest", max(n_values), "higher"))
+    return (f"{name} = {level_text(fit['n_sat'], n_values)}{ci_txt}{sat}, log10 C_mid = {fit['log_c_mid']:.2f}, "
             f"slope = {fit['slope']:.2f}")
+
+
+def printed_warnings(result: dict[str, Any]) -> list[str]:
+    """The result's warnings less those on a fit's level at the edge of the n tried, which the fit
+    lines (:func:`_fit_line`) state in words true of the n tried."""
+    from isosim.frontier.analysis import FIT_NAMES, level_warning
+
+    n_max = float(max(result["n_values"]))
+    said = {level_warning(name, result[key], n_max) for key, name in FIT_NAMES.items() if result.get(key)}
+    return [w for w in result.get("warnings", []) if w not in said]
 
 
 def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, console=None) -> None:
@@ -213,13 +310,17 @@ def print_summary(result: dict[str, Any], *, title: str, out_dir: str | Path, co
     if len(rows) < len(result["budgets"]):
         table.caption = f"{len(rows)} of {len(result['budgets'])} budgets shown, evenly spaced; frontier.json has all"
     console.print(table)
+    if any(interpolated(result)):
+        console.print(f"{INTERPOLATED} interpolated: read between a run's evaluations, above every evaluation any run "
+                      "had made by that budget (not yet measured there)", markup=False, highlight=False)
     ci = result.get("ci", [5, 95])
-    console.print(_fit_line("fitted n_sat", result["fit"], f"{ci[1] - ci[0]:g}% interval", ", ties included"),
+    ns = result["n_values"]
+    console.print(_fit_line("fitted n_sat", result["fit"], f"{ci[1] - ci[0]:g}% interval", ns, ", ties included"),
                   markup=False, highlight=False)
     if result.get("fit_tol"):
-        console.print(_fit_line("smallest tied n, n_sat_tol", result["fit_tol"], f"{ci[1] - ci[0]:g}% interval"),
+        console.print(_fit_line("smallest tied n, n_sat_tol", result["fit_tol"], f"{ci[1] - ci[0]:g}% interval", ns),
                       markup=False, highlight=False)
-    for w in result.get("warnings", []):
+    for w in printed_warnings(result):
         console.print("warning: " + w, markup=False, highlight=False, style="yellow")
     for m, s in result.get("split", {}).items():
         console.print(f"  {m}: n* at the largest budget = {s['n_star'][-1]}")

@@ -17,13 +17,16 @@ when its reader or the callback is used. Tag mappings are documented in docs/int
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pandas as pd
 
 from isosim.errors import IsosimError
 
-__all__ = ["load_runs", "default_metric"]
+if TYPE_CHECKING:
+    from isosim.records import Reach
+
+__all__ = ["load_runs", "load_competing_runs", "default_metric"]
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json", ".ndjson")
 
@@ -150,6 +153,21 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
     raise IsosimError(
         f"{path}: found no isosim records (records.jsonl, a sweep store, one table), no TensorBoard "
         "event files and no W&B CSV exports")
+
+
+def load_competing_runs(path: str | Path, **kwargs) -> tuple[pd.DataFrame, str, "Reach"]:
+    """:func:`load_runs` for a reader that compares n (``analyze``, ``recommend --runs``): each run's
+    last record is compared with its planned budget (:func:`isosim.records.run_reach`); where some
+    run stopped short, every run is cut at the budget every run reached, and the line read says so,
+    naming every short run and every run folder without records. Also returns the reach, for
+    :func:`isosim.records.blamed_on_short_runs`."""
+    from isosim.frontier.report import runs_without_records
+    from isosim.records import at_common_budget, common_budget_note, run_reach
+
+    df, what = load_runs(path, **kwargs)
+    reach = run_reach(df, runs_without_records(path))
+    note = common_budget_note(reach)
+    return at_common_budget(df, reach), what + (f"; {note}" if note else ""), reach
 
 
 def default_metric(df: pd.DataFrame) -> str:

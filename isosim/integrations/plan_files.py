@@ -219,7 +219,7 @@ def commit(out: Path, files: Files) -> None:
         for path, text in files.items():
             target = stage / path.relative_to(out)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            atomic_write_text(target, text)
         umask = os.umask(0)
         os.umask(umask)
         stage.chmod(0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp makes it private)

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from transformers import TrainerCallback
 
+from isosim.files import atomic_write_text
 from isosim.integrations._runs import trl_allocation
 from isosim.sim.estimators import summarize
 
@@ -137,7 +138,7 @@ class RecordsCallback(TrainerCallback):
         self.last_train: dict[str, float] = {}
         if self.main:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            self.file.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            atomic_write_text(self.file, "".join(json.dumps(r) + "\n" for r in kept))
         if start == 0 and 0 in self.steps and not any(r.get("step") == 0 for r in kept):
             self._write(args, state, kwargs, step=0)
 

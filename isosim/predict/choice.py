@@ -20,6 +20,10 @@ error against a real learner.
 from __future__ import annotations
 
 import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -194,8 +198,8 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
     ns = sorted(set.intersection(*(set(r) for r in by_seed.values())))
     lead = {}
     for c in (cheap / 10.0, cheap):
-        means = {n: np.nanmean([value(by_seed[s][n], c) for s in by_seed]) for n in ns}
-        means = {n: v for n, v in means.items() if math.isfinite(v)}
+        means = {n: [v for v in (value(by_seed[s][n], c) for s in by_seed) if math.isfinite(v)] for n in ns}
+        means = {n: float(np.mean(v)) for n, v in means.items() if v}  # an n with no value by c is left out
         lead[c] = max(means, key=lambda n: (means[n], -n)) if means else None
     lo, hi = lead[cheap / 10.0], lead[cheap]
     if lo is None or hi is None:
@@ -235,23 +239,55 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
             "line": line}
 
 
+def check_past_step_0(df: pd.DataFrame, metric: str) -> None:
+    """Refuse runs whose ``metric`` holds no number after step 0: no curve to carry to a budget."""
+    if metric in df.columns:
+        have = pd.to_numeric(df[metric], errors="coerce").notna() & (pd.to_numeric(df["rollouts"]) > 0)
+        if have.any():
+            return
+    raise IsosimError(f"the runs hold no {metric} value after step 0 (every later one is empty or not a number): "
+                      "no curve to carry to the budget")
+
+
+@contextmanager
+def runs_as_read(path, df: pd.DataFrame, reach, as_table: bool = False) -> Iterator[Any]:
+    """``path`` itself where every run is whole, else (or ``as_table``: logs read through ``--map`` /
+    ``--set``) the runs as read, cut at the budget every run reached, as a records table in a
+    temporary folder: the frozen reader (:mod:`isosim.predict.from_runs`, left untouched) reads
+    them from there."""
+    if not reach.short and not as_table:
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        table = Path(tmp) / "runs_at_common_budget.csv"
+        df.to_csv(table, index=False)
+        yield table
+
+
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
                    maps: tuple[str, ...] | list[str] = (), sets: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
-    frozen as the plane's method and left untouched) and what is said around its pick: an expected
+    frozen as the plane's method and left untouched) on the runs cut at the budget every run reached
+    (:func:`isosim.integrations.load_competing_runs`: short runs are named, never compared at unequal
+    compute) and what is said around its pick: an expected
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
     reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's)."""
-    from isosim.integrations import default_metric, load_runs
+    from isosim.integrations import default_metric, load_competing_runs
     from isosim.predict import from_runs
     from isosim.predict.partial import measured_n
+    from isosim.records import blamed_on_short_runs
 
-    df, _ = load_runs(path, maps=maps, sets=sets)
-    ns = measured_n(df, default_metric(df))
+    df, what, reach = load_competing_runs(path, maps=maps, sets=sets)
+    metric = default_metric(df)
+    ns = measured_n(df, metric)
     if len(ns) == 1:
         raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
                           "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
-    out = from_runs.recommend_from_runs(path, budget, method or from_runs.DEFAULT_METHOD, reading, maps=maps, sets=sets)
+    check_past_step_0(df, metric)
+    with blamed_on_short_runs(reach), runs_as_read(path, df, reach, as_table=bool(maps or sets)) as readable:
+        out = from_runs.recommend_from_runs(readable, budget, method or from_runs.DEFAULT_METHOD, reading)
+    out.update(runs=str(path), read=what)
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True

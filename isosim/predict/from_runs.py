@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -51,10 +51,8 @@ def cheap_curves(df: pd.DataFrame, metric: str = "val_avg") -> tuple[dict[int, d
 
 
 def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_METHOD, reading: str = HEADLINE,
-                        metric: str | None = None, bank: str | Path | None = None,
-                        maps: Sequence[str] = (), sets: Sequence[str] = ()) -> dict[str, Any]:
-    """The prediction JSON for the cheap runs at ``path`` and a budget in rollouts (``maps``, ``sets``:
-    ``--map`` and ``--set`` for TensorBoard and W&B logs, as :func:`isosim.integrations.load_runs` takes them)."""
+                        metric: str | None = None, bank: str | Path | None = None) -> dict[str, Any]:
+    """The prediction JSON for the cheap runs at ``path`` and a budget in rollouts."""
     from isosim.integrations import default_metric, load_runs
 
     check_reading(reading)
@@ -62,7 +60,7 @@ def recommend_from_runs(path: str | Path, budget: float, method: str = DEFAULT_M
         raise IsosimError(f"--method must be one of {', '.join(stepcurve.METHODS + tuple(sbi.BANDS))}, got {method!r}")
     if not (budget and math.isfinite(budget) and budget > 0):
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
-    df, what = load_runs(path, maps=maps, sets=sets)
+    df, what = load_runs(path)
     metric = metric or default_metric(df)
     by_seed, b_p, samples = cheap_curves(df, metric)
     seeds_of = {n for runs in by_seed.values() for n in runs}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from isosim.errors import IsosimError
+from isosim.files import atomic_write_text
 from isosim.sweeps.plans import B_MAX_EASY, B_MAX_HARD
 
 # --------------------------------------------------------------------------------------------
@@ -305,5 +306,5 @@ def write_markdown(plan: Any, df: Any, result: dict[str, Any], path: Path) -> Pa
             rel = os.path.relpath(f, path.parent)
             lines.append(f"![{Path(f).stem}]({rel})")
     lines += ["", f"Records: `{Path(plan.out) / 'runs'}/*/records.jsonl`; machine-readable: `validation.json`.", ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(path, "\n".join(lines))
     return path
