@@ -151,6 +151,7 @@ def committed_doc(tmp_path_factory):
     return _doc(res)
 
 
+@pytest.mark.cpu_sensitive
 def test_the_committed_second_learner_block_is_its_records(committed_doc):
     """plane.json's ``second_learner`` block, rebuilt from the committed records and stored picks:
     its sweeps, every method's summary (but the reader chosen on all nine first-learner sweeps) and
@@ -163,6 +164,7 @@ def test_the_committed_second_learner_block_is_its_records(committed_doc):
     assert_same_json(want["hindsight"], got["hindsight"], "hindsight", rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.cpu_sensitive
 def test_the_committed_simfit_bar_is_its_summaries(committed_doc):
     """plane.json's ``simfit`` block: the frozen method's second-learner entry rebuilt from the
     records, and every entry of every block recomputed from that block's summary."""

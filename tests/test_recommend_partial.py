@@ -65,6 +65,12 @@ def _json(monkeypatch, capsys, runs, profile, budget=BUDGET):
     return json.loads(out)
 
 
+# The picks pinned below (8 and 2, the simulator's best 16) come from banks simulated here (hence
+# cpu_sensitive): under every CPU kind and AMD stand-in of scripts/cpu_kinds.py the predicted gains
+# agree to 1e-4 and the fitted numbers to 1e-11, while each pick stands .0037 to .009 clear of the
+# nearest other answer (n = 8's distance inside the band's edge, n = 2's lead over n = 8, n = 16's lead).
+
+
 def pick_by_the_rule(gains: dict[str, float], band: float, measured: list[int]) -> tuple[int, int]:
     """The pick the calibrated simulator's rule gives from its predicted gains, recomputed here: the
     best measured n within ``band`` of the top, else the simulator's best; and the simulator's best."""
@@ -82,6 +88,7 @@ def nine_sweep_regret(label: str, reading: str) -> tuple[float, int]:
     return float(np.mean([r[reading]["regret"] for r in rows])), len(rows)
 
 
+@pytest.mark.cpu_sensitive
 def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
     grid = sff.grid_for(BUDGET, 16)
@@ -116,6 +123,7 @@ def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatc
     assert r["frozen_commit"][:7] in out and "a simulation from cheap runs of one n (4 n simulated)" in out
 
 
+@pytest.mark.cpu_sensitive
 def test_two_n_is_the_two_run_calibration_and_says_it_is_worse_than_n_8(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
     assert r["method"] == sff.TWO_RUNS and r["frozen"] is False
@@ -149,6 +157,7 @@ def test_the_measured_points_move_the_fit(cheap, tmp_path):
     assert got["n"]["8"]["predicted_gain"]["best"] > 1.5 * plain["n"]["8"]["predicted_gain"]["best"]
 
 
+@pytest.mark.cpu_sensitive
 def test_for_trl_writes_the_picks_full_run(cheap, tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
     shutil.copytree(cheap["one"], runs)
