@@ -17,6 +17,7 @@ import pytest
 from isosim.errors import IsosimError
 from isosim.validation import crossing
 
+from git_helpers import history_missing  # tests/git_helpers.py
 from json_helpers import assert_same_json  # tests/json_helpers.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,17 +184,6 @@ def test_predictions_past_the_runs_are_listed_not_scored(tmp_path):
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def history_missing() -> str | None:
-    """Why the git history cannot be read here, or None."""
-    try:
-        res = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
-    except OSError:
-        return "git is not installed"
-    if res.returncode:
-        return "no git repository (a source copy without .git)"
-    return "a shallow clone" if res.stdout.strip() == "true" else None
 
 
 def first_commit_holding(file: str, key: str, sha256: str) -> str:
