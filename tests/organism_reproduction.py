@@ -16,6 +16,14 @@ records (studies/LOG.md, 2026-12-06):
   a factor of 7 between kinds): each must stay below 1e-3 / 1e-5, the size a real disagreement of
   sampler and trainer (another model, another temperature) exceeds by orders of magnitude.
 
+The sampled tokens are not equal by construction: a token is ``argmax(probs / Exp(1) noise)``, and a
+float difference larger than the two best candidates' gap would flip it (and the run would go on as
+another draw). Measured on this run (issue #49's audit): of its 129,354 token draws the closest call
+has the two best within 1.27e-4 of each other (none within 1e-4), while the sampler's log-probability
+of a drawn token moves between CPU kinds (default, avx512, the zen4 stand-in) by 4e-7 to 6e-7 on
+average and 2.4e-4 at most. From the density of close calls that implies, about one run in 200 to
+300 per CPU kind would flip a token: seen on none of the kinds here, nor on a real AMD EPYC.
+
 ``kl`` is a float32 mean over tokens like ``entropy`` and gets its tolerance (no committed
 organism run has a KL term yet, so it is not measured).
 """

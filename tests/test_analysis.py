@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -112,14 +111,11 @@ def test_analyze_result_shape_and_bootstrap(results):
     json.dumps(res, allow_nan=False)  # JSON-serialisable as is
 
 
-def test_analyze_is_seeded_and_fast(results):
+def test_analyze_is_seeded(results):
     df, _ = results[(256, 0.01)]
-    t0 = time.perf_counter()
     a = an.analyze(df, n_boot=200, seed=7)
-    elapsed = time.perf_counter() - t0
-    b = an.analyze(df, n_boot=200, seed=7)
-    assert a == b
-    assert elapsed < 20, f"analyze with 200 bootstrap samples took {elapsed:.1f} s"
+    assert a == an.analyze(df, n_boot=200, seed=7)
+    assert a != an.analyze(df, n_boot=200, seed=8)  # the seed reaches the bootstrap
 
 
 def test_frontier_does_not_extrapolate():

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 from isosim.errors import IsosimError
 from isosim.validation import crossing
 
+from git_helpers import history_missing  # tests/git_helpers.py
 from json_helpers import assert_same_json  # tests/json_helpers.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,6 +182,42 @@ def test_predictions_past_the_runs_are_listed_not_scored(tmp_path):
         hm.picks_of({}, "isosim predict")
 
 
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def first_commit_holding(file: str, key: str, sha256: str) -> str:
+    """The first commit whose ``file[key]`` is the entry of that hash."""
+    for commit in git("log", "--reverse", "--format=%H", "--", file).split():
+        try:
+            entry = json.loads(git("show", f"{commit}:{file}")).get(key)
+        except (subprocess.CalledProcessError, ValueError):
+            continue
+        if entry is not None and hashlib.sha256(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
+                                                ).hexdigest() == sha256:
+            return commit
+    raise AssertionError(f"no commit holds {file} [{key}] with hash {sha256[:12]}")
+
+
+def first_commit_past(runs: str, budget: float) -> str:
+    """The first commit that holds a record of ``runs`` a prediction reading up to ``budget`` rollouts
+    could not have read: a run's record past ``budget`` other than its first one past it (a run pauses
+    at the first step past its cheap budget)."""
+    for commit in git("log", "--reverse", "--format=%H", "--", runs).split():
+        for path in git("ls-tree", "-r", "--name-only", commit, "--", runs).split():
+            if path.endswith("records.jsonl"):
+                rollouts = [json.loads(x)["rollouts"] for x in git("show", f"{commit}:{path}").splitlines() if x.strip()]
+                if sum(r > budget for r in rollouts) > 1:
+                    return commit
+    raise AssertionError(f"no commit holds a record of {runs} past {budget:g}")
+
+
+def committed_before(a: str, b: str) -> bool:
+    """``a`` is a strict ancestor of ``b`` and its commit date is earlier."""
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=ROOT).returncode == 0
+    return a != b and ancestor and int(git("show", "-s", "--format=%ct", a)) < int(git("show", "-s", "--format=%ct", b))
+
+
 def test_the_committed_predictions_are_read_whole():
     """Every entry the second learner's manifest lists, checked against its hash: 3 budgets x 2
     readings for the profile-only prediction (simulated and frontier n*), fixed n = 8, the two cheap
@@ -189,9 +227,33 @@ def test_the_committed_predictions_are_read_whole():
     assert len(picks) == 6 * len(labels) and len(labels) == 7, labels
     assert {p["budget"] for p in picks} == {1e5, 3e5, 1e6}
     assert {p["pick"] for p in picks} <= set(2 ** k for k in range(1, 9))
-    # the records to 1e6 were committed after every one of them (the cheap part's commit held the
-    # cheap readers' picks, the simfit picks came after it and before any record past 5e4)
-    assert all(p["prospective"] is True for p in picks)
+    assert {p["reads"] for p in picks} == {"profile only", "cheap readers", "simfit"}
+
+
+def test_every_committed_prediction_came_before_the_records_it_did_not_read():
+    """Recomputed from the git history, not read from the manifest's ``prospective`` flag: each
+    prediction entry's first commit (found by its hash) comes before, in ancestry and in date, the
+    first commit holding a record of the sweep past what it read (profile-only: any record past step
+    0's first update; the cheap readers and simfit: past the cheap part at 5e4 rollouts). The
+    manifest's flag, and the read-out's, say the same."""
+    why = history_missing()
+    if why:
+        pytest.skip(f"commit order not checked: {why}")
+    sweep = json.loads(hm.MANIFEST.read_text())["sweeps"][hm.SWEEP]
+    assert len(sweep["predictions"]) == 3
+    for p in sweep["predictions"]:
+        made = first_commit_holding(p["file"], p["key"], p["entry_sha256"])
+        assert made == p["prediction_commit"]["commit"], p["file"]
+        recomputed = committed_before(made, first_commit_past(sweep["runs"], p["cheap_budget"]))
+        assert recomputed is True, f"{p['file']} was committed after a record it did not read"
+        assert p["prospective"] is recomputed
+    assert all(x["prospective"] is True for x in hm.committed_predictions(hm.MANIFEST, hm.SWEEP))
+
+
+def least_squares_slope(budgets: list[float], n_star: list[int]) -> float:
+    """The least-squares slope of log2 n* against log10 C, worked out here."""
+    x, y = np.log10(budgets), np.log2(n_star)
+    return float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
 
 
 def test_long_sweep_read_out_matches_its_committed_tables():
@@ -205,7 +267,12 @@ def test_long_sweep_read_out_matches_its_committed_tables():
         assert [(t["n_star"], t["tie_band"]) for t in doc["readings"][reading]["n_star"]] == want
         s = doc["readings"][reading]["slope"]
         assert s["n_star"] == [w[0] for w in want]
+        assert s["point"] == pytest.approx(least_squares_slope(at, s["n_star"]), rel=1e-12, abs=1e-12)
         assert s["interval"][0] <= s["point"] + 1e-12 and s["point"] <= s["interval"][1] + 1e-12
+    # hard-512-long (its measured.json): n* 8 at 2e5..2e6 in the best reading, 8, 8, 8, 32 in the final
+    best, final = (doc["readings"][r]["slope"]["point"] for r in ("best", "final"))
+    assert best == 0.0 and final == pytest.approx(least_squares_slope([2e5, 5e5, 1e6, 2e6], [8, 8, 8, 32]), rel=1e-12)
+    assert final == pytest.approx(1.7375, abs=1e-4)
 
 
 def test_the_committed_read_out_is_the_records():

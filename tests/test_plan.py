@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -131,6 +132,50 @@ def test_default_grid_powers_of_two_with_enough_steps():
         P.default_grid(64, 32)
 
 
+SUBMITIT_STUB = """
+import json, os
+_log = {"submitted": []}
+class AutoExecutor:
+    def __init__(self, folder):
+        _log["folder"] = folder
+    def update_parameters(self, **kw):
+        _log["parameters"] = kw
+    def batch(self):
+        import contextlib
+        return contextlib.nullcontext()
+    def submit(self, fn):
+        _log["submitted"].append(fn.command)
+        with open(os.environ["SUBMITIT_LOG"], "w") as f:
+            json.dump(_log, f)
+        return type("Job", (), {"job_id": str(len(_log["submitted"]))})()
+class helpers:
+    class CommandFunction:
+        def __init__(self, command):
+            self.command = command
+"""
+"""a stand-in for submitit that writes down what submit_slurm.py asks SLURM for"""
+
+
+def cheap_runs(budget: float, share: float, b_p: int, ns: list[int], seeds: int) -> list[tuple[str, int, int, int, int]]:
+    """(name, n, seed, steps, rollouts) of each run of a cheap sweep, worked out here: as many whole
+    updates of B_p x n as the cheap share of the budget holds."""
+    return [(f"n{n}-s{s}", n, s, int(share * budget // (b_p * n)), int(share * budget // (b_p * n)) * b_p * n)
+            for n in ns for s in range(seeds)]
+
+
+def submitted_by(script: Path, args: list[str], tmp_path: Path) -> dict:
+    """What ``python script ARGS`` submits to SLURM, run against :data:`SUBMITIT_STUB`."""
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "submitit.py").write_text(SUBMITIT_STUB)
+    log = tmp_path / "submitted.json"
+    res = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(stub), "SUBMITIT_LOG": str(log)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "submitted " + ", ".join(str(i + 1) for i in range(len(json.loads(log.read_text())["submitted"])))
+    return json.loads(log.read_text())
+
+
 @pytest.mark.parametrize("trainer", ["trl", "verl", "isosim"])
 def test_plan_writes_folder_and_readme(tmp_path, trainer):
     out = tmp_path / "sweep"
@@ -138,34 +183,46 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
                  "--max-per-device", "4", "--seeds", "2", "--out", out)
     assert res.returncode == 0, res.stderr
     record = json.loads((out / F.PLAN_FILE).read_text())
-    assert [r["name"] for r in record["runs"]] == ["n4-s0", "n4-s1", "n16-s0", "n16-s1"]
-    assert all(r["rollouts"] <= 0.05 * 2e5 for r in record["runs"])
+    # B_p 32 (a multiple of the 8 processes); 5 % of 2e5 = 1e4 rollouts: n = 4 78 steps, n = 16 19
+    want = cheap_runs(2e5, 0.05, 32, [4, 16], 2)
+    assert [(r["name"], r["n"], r["seed"], r["steps"], r["rollouts"]) for r in record["runs"]] == want
+    assert [w[3:] for w in want[::2]] == [(78, 9984), (19, 9728)] and record["b_p"] == 32
+    assert (out / F.RUNS_FILE).read_text().splitlines() == ["run,n,b_p,seed"] + [f"{w[0]},{w[1]},32,{w[2]}" for w in want]
     lines = [x for x in (out / "launch.sh").read_text().splitlines() if x and not x.startswith("#") and x != "set -euo pipefail"]
     assert len(lines) == 4 and all(line.endswith('"$@"') for line in lines)
-    for r in record["runs"]:
+    for r, (name, n, seed, steps, rollouts) in zip(record["runs"], want):
         settings = out / "runs" / r["name"] / F.SETTINGS_FILE[trainer]
         assert (str(settings) in (out / "launch.sh").read_text()) == (trainer != "verl")  # verl: inline overrides
         if trainer == "trl":
-            check_trl_arithmetic(yaml.safe_load(settings.read_text()), r["n"], r["b_p"], P.Hardware(8, 1, 4))
+            cfg = yaml.safe_load(settings.read_text())
+            check_trl_arithmetic(cfg, n, 32, P.Hardware(8, 1, 4))
+            assert (cfg["max_steps"], cfg["seed"], cfg["output_dir"]) == (steps, seed, str(out / "runs" / name))
         elif trainer == "verl":
             items = dict(x.split("=", 1) for x in settings.read_text().splitlines())
-            assert set(items) <= VERL_KEYS and items["actor_rollout_ref.rollout.n"] == str(r["n"])
+            assert set(items) <= VERL_KEYS and items["actor_rollout_ref.rollout.n"] == str(n)
+            assert (items["data.train_batch_size"], items["trainer.total_training_steps"]) == ("32", str(steps))
             assert items["trainer.logger"] == "[console,tensorboard]"
             # the launch line passes the same overrides as separate words, quoted for the shell
             words = shlex.split(next(x for x in lines if f"TENSORBOARD_DIR={out / 'runs' / r['name']}" in x))
             assert words[1:4] == ["python3", "-m", "verl.trainer.main_ppo"] and words[-1] == "$@"
             assert dict(w.split("=", 1) for w in words[4:-1]) == items
         else:
-            assert json.loads(settings.read_text())["budget"] == r["rollouts"]
+            assert json.loads(settings.read_text()) == {"n": n, "b_p": 32, "budget": rollouts, "seed": seed,
+                                                        "out": str(out / "runs" / name)}
     readme = (out / "README.md").read_text()
     assert f"isosim recommend --runs {out / 'runs'} --budget 200000 --for {trainer}" in readme
+    for name, n, _, steps, rollouts in want:  # the README's table is the plan's
+        assert f"| {name} | {n} | 32 | {steps} | {rollouts:,} |" in readme
     assert (out / "train_grpo.py").exists() == (trainer == "trl")
     assert (out / "submit_slurm.py").exists() == (trainer == "isosim")
     if trainer == "isosim":
-        script = (out / "submit_slurm.py").read_text()
-        compile(script, "submit_slurm.py", "exec")
-        assert "executor.batch()" in script and "CommandFunction(c + sys.argv[1:])" in script
-        assert "accelerate launch --num_processes 8 -m llm_runs.training.train" in lines[0]
+        assert lines[0].startswith("accelerate launch --num_processes 8 -m llm_runs.training.train --config ")
+        # the SLURM script submits each launch line, with the user's arguments, as one job array
+        got = submitted_by(out / "submit_slurm.py", ["--model", "M"], tmp_path)
+        assert got["submitted"] == [shlex.split(line)[:-1] + ["--model", "M"] for line in lines]
+        assert got["folder"] == str(out / "slurm")
+        assert {k: got["parameters"][k] for k in ("nodes", "gpus_per_node", "slurm_array_parallelism")} == {
+            "nodes": 1, "gpus_per_node": 8, "slurm_array_parallelism": 4}
 
 
 def test_trl_configs_load_into_grpoconfig_on_1_7_8_processes(tmp_path):
@@ -199,11 +256,51 @@ def test_schedule_parse_and_simulator_view():
         with pytest.raises(IsosimError):
             S.parse_schedule(bad)
     view = S.compare([(4, 0.5), (16, 0.5)], [2, 4, 8, 16, 64], 3000, 8, seeds=2)
-    assert set(view["arms"]) == {"n = 4 then 16", "n = 2", "n = 4", "n = 8", "n = 16"}  # 64: beyond 2 x 16
-    assert view["schedule"] == [{"n": 4, "steps": 46}, {"n": 16, "steps": 11}]  # 1500 / 32; the rest / 128
-    assert all(0 < a["val_mean"] < 1 for a in view["arms"].values())
+    # 64: beyond 2 x 16; stage 1: 1500 // 32 = 46 steps, stage 2: (3000 - 46 x 32) // 128 = 11; each
+    # constant n: 3000 // (8 n) steps
+    stages = {"n = 4 then 16": [(4, 46), (16, 11)], **{f"n = {n}": [(n, 3000 // (8 * n))] for n in (2, 4, 8, 16)}}
+    assert view["schedule"] == [{"n": 4, "steps": 46}, {"n": 16, "steps": 11}]
+    assert {arm: a["steps"] for arm, a in view["arms"].items()} == {arm: sum(m for _, m in st) for arm, st in stages.items()}
+    # each arm's mean and se are its seeds' runs of those stages, and the schedule's difference is paired
+    vals = {arm: np.array([S.run_stages("easy", st, 8, seed) for seed in (0, 1)]) for arm, st in stages.items()}
+    for arm, v in vals.items():
+        assert view["arms"][arm]["val_mean"] == pytest.approx(v.mean(), rel=1e-12)
+        assert view["arms"][arm]["val_se"] == pytest.approx(v.std(ddof=1) / np.sqrt(2), rel=1e-9)
+    best = max((a for a in vals if a != "n = 4 then 16"), key=lambda a: vals[a].mean())
+    assert view["best_constant"] == best
+    assert view["schedule_minus_best"] == pytest.approx((vals["n = 4 then 16"] - vals[best]).mean(), rel=1e-12)
     assert "simulator's view" in view["note"]
-    again = S.run_stages("easy", [(4, 3), (16, 2)], 8, 0)
+
+
+def test_a_schedule_stage_continues_the_run():
+    """The loop starts from the base policy's held-out pass rate, computed here from the problems; a
+    second stage of the same n is the same run as one stage of the summed steps (policy, optimizer
+    state and problem draws carry over); each stage's lr is the batch-size rule's; the draws are seeded."""
+    import torch
+
+    from isosim.predict import schedule as S
+    from isosim.sim.problems import build, stack
+
+    cfg = S._config("easy", 4, 8, 0)
+    pop = stack([build(cfg, memorize=cfg.memorize > 0)])
+    val = slice(cfg.n_train, cfg.n_train + cfg.n_val)
+    base = float((torch.softmax(pop.z0[0, val], -1) * pop.correct[0, val]).sum(-1).mean())
+    assert S.run_stages("easy", [(4, 0)], 8, 0) == pytest.approx(base, rel=1e-12)
+    assert S.run_stages("easy", [(4, 3), (4, 2)], 8, 0) == pytest.approx(S.run_stages("easy", [(4, 5)], 8, 0), rel=1e-12)
+    lrs = []
+
+    class Recorded(torch.optim.AdamW):  # the easy preset's optimizer
+        def step(self, *a, **k):
+            lrs.append(self.param_groups[0]["lr"])
+            return super().step(*a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.optim, "AdamW", Recorded)
+        again = S.run_stages("easy", [(4, 3), (16, 2)], 8, 0)
+    # the preset's sqrt rule from its lr .2 at 1024 rollouts an update: each stage at its own B_p x n
+    assert (cfg.optimizer, cfg.lr, cfg.lr_rule, cfg.b_ref) == ("adamw", 0.2, "sqrt", 1024)
+    assert lrs == pytest.approx([0.2 * (8 * 4 / 1024) ** 0.5] * 3 + [0.2 * (8 * 16 / 1024) ** 0.5] * 2, rel=1e-12)
+    assert again > base  # five updates learn
     assert again == S.run_stages("easy", [(4, 3), (16, 2)], 8, 0)  # seeded
     assert again != S.run_stages("easy", [(4, 3), (16, 2)], 8, 1)
 

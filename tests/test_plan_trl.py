@@ -22,6 +22,11 @@ def parity(completions, **kwargs):
 '''
 
 
+def cheap_leader(last: dict[int, float]) -> int:
+    """The n whose cheap run ended highest, ties to the smaller n (``recommend --runs``'s level reader)."""
+    return max(sorted(last), key=lambda n: (last[n], -n))
+
+
 def test_plan_run_with_trl_and_recommend_back(tmp_path):
     pytest.importorskip("trl")
     pytest.importorskip("accelerate")
@@ -56,15 +61,21 @@ def test_plan_run_with_trl_and_recommend_back(tmp_path):
                           "--disable_tqdm", "true"],
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+    last = {}
     for n, steps in ((2, 4), (4, 2)):
         recs = [json.loads(x) for x in (out / "runs" / f"n{n}-s0" / "records.jsonl").read_text().splitlines()]
         assert recs[0]["step"] == 0 and recs[-1]["step"] == steps
         assert all(r["n"] == n and r["b_p"] == 2 and r["rollouts"] == r["step"] * 2 * n for r in recs)
         assert all(0 <= r["val_avg"] <= 1 for r in recs)
+        assert {r["rollouts"] for r in recs[1:]} >= {16}  # both runs end at their cheap 5 %: 16 rollouts
+        last[n] = recs[-1]["val_avg"]
 
     back = isosim("recommend", "--runs", out / "runs", "--budget", 320, "--for", "trl")
     assert back.returncode == 0, back.stderr
-    pick = int(back.stdout.split("pick n = ")[1].split(";")[0])
+    # recommend --runs's reader is the cheap leader: each n's last value, the higher (ties to the smaller n)
+    pick = cheap_leader(last)
+    assert f"pick n = {pick};" in back.stdout, (last, back.stdout)
+    assert [p.name for p in (out / "full").glob("full-n*")] == [f"full-n{pick}"]
     full = out / "full" / f"full-n{pick}" / "config.yaml"
     assert f"full run for trl: n = {pick}, B_p = 2, {320 // (2 * pick)} steps" in back.stdout
     loaded = subprocess.run([sys.executable, str(ROOT / "tests" / "plan_grpo_config_helper.py"), "1", str(full)],

@@ -20,6 +20,8 @@ from isosim.validation import plane as pl
 from isosim.validation import plane_methods as pm
 from isosim.validation import plane_report as rep
 
+from json_helpers import assert_same_json  # tests/json_helpers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
 SECOND = "organism_hard/hard-128"
@@ -129,3 +131,47 @@ def test_finished_second_learner_is_scored_apart(docs):
     for name in FIRST:
         assert doc["sweeps"][name] == cheap["sweeps"][name], name
         assert doc["loso"]["reader_choice"][name] == cheap["loso"]["reader_choice"][name]
+
+
+COMMITTED = json.loads((RESULTS / "plane.json").read_text())
+LOSO_ONLY = {rep.LOSO_READER}
+"""second-learner summaries chosen on all nine first-learner sweeps (tests/test_plane.py's full build)"""
+
+
+@pytest.fixture(scope="module")
+def committed_doc(tmp_path_factory):
+    """The plane of the first learner's two F8 sweeps and the second learner's committed, finished
+    records (no cut, no made-up continuation)."""
+    res = tmp_path_factory.mktemp("plane_committed") / "results"
+    for rel in LINKED:
+        (res / rel).parent.mkdir(parents=True, exist_ok=True)
+        (res / rel).symlink_to(RESULTS / rel)
+    for sweep in [*FIRST, SECOND]:
+        shutil.copytree(RESULTS / sweep, res / sweep)
+    return _doc(res)
+
+
+@pytest.mark.cpu_sensitive
+def test_the_committed_second_learner_block_is_its_records(committed_doc):
+    """plane.json's ``second_learner`` block, rebuilt from the committed records and stored picks:
+    its sweeps, every method's summary (but the reader chosen on all nine first-learner sweeps) and
+    the hindsight n."""
+    want, got = COMMITTED["second_learner"], committed_doc["second_learner"]
+    assert want["sweeps"] == got["sweeps"] == [SECOND]
+    assert set(got["summary"]) - LOSO_ONLY <= set(want["summary"]) and len(set(got["summary"]) - LOSO_ONLY) >= 20
+    for method in sorted(set(got["summary"]) - LOSO_ONLY):
+        assert_same_json(want["summary"][method], got["summary"][method], method, rel=1e-9, abs=1e-12)
+    assert_same_json(want["hindsight"], got["hindsight"], "hindsight", rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.cpu_sensitive
+def test_the_committed_simfit_bar_is_its_summaries(committed_doc):
+    """plane.json's ``simfit`` block: the frozen method's second-learner entry rebuilt from the
+    records, and every entry of every block recomputed from that block's summary."""
+    from plane_helpers import assert_simfit_bar_follows
+
+    bar = COMMITTED["simfit"]
+    assert bar["frozen_at"] == sff.frozen()["commit"]
+    assert_same_json(bar["blocks"]["second_learner"][sff.FROZEN], committed_doc["simfit"]["blocks"]["second_learner"][sff.FROZEN],
+                     "simfit/second_learner", rel=1e-9, abs=1e-12)
+    assert_simfit_bar_follows(COMMITTED)

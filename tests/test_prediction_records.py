@@ -18,13 +18,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from isosim.errors import IsosimError
+from git_helpers import history_missing
 from test_published_numbers import mismatches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def test_each_other_prediction_is_its_file_and_its_commit_order(item):
     found = {label: (runs, core) for runs, label, core in units(json.loads((ROOT / o["file"]).read_text()))}
     runs, core = found[o["label"]]
     assert runs == o["runs"] and pm.entry_sha256(core) == o["entry_sha256"]
-    why = _history()
+    why = history_missing()
     if why:
         pytest.skip(f"commit order not checked: {why}")
     assert pm.git("log", "-1", "--format=%H", "--", o["runs"]) == o["records_commit"]["commit"]
@@ -183,22 +183,9 @@ def test_each_dynamics_fit_was_fitted_to_its_cheap_part_alone(item):
                                    rtol=0, atol=1e-12)
 
 
-def _history() -> str | None:
-    """Why the git history cannot be read here, or None."""
-    try:
-        res = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
-    except OSError:
-        return "git is not installed"
-    if res.returncode:
-        return "no git repository (a source copy without .git)"
-    if res.stdout.strip() == "true":
-        return "a shallow clone: the commits of the predictions are not in it"
-    return None
-
-
 @pytest.mark.parametrize("item", PREDICTIONS, ids=_ids)
 def test_prospective_predictions_were_committed_before_their_records(item):
-    why = _history()
+    why = history_missing()
     if why:
         pytest.skip(f"commit order not checked: {why}")
     path, sweep, p = item

@@ -26,40 +26,26 @@ def test_each_shipped_sweep_is_the_plan_recommend_builds(preset):
 
 EXACT_UP_TO = 1e6
 """rollouts up to which a fresh run must match its shipped record to float round-off"""
+EXACT_TOL = 1e-9
+"""round-off bound of the exact part (measured at most 8.6e-15 under every CPU kind)"""
+LATE_MEAN_SHARE = 0.5
+"""bound on the late part's mean divergence, as a share of the mean seed-to-seed one (measured at most .097)"""
 
 
-@pytest.mark.cpu_sensitive
-@pytest.mark.parametrize("preset", rec.PRESIMULATED_PRESETS)
-def test_the_engine_reproduces_the_shipped_records(preset):
-    """The runs of n >= 256 (a few thousand steps), simulated again in a batch of their own: steps and
-    rollouts exactly; val_avg to round-off up to 1e6 rollouts, and past it no farther from the shipped
-    record than the run's other seed is.
+def _curve(df: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    return df[df["run_id"] == run_id].sort_values("step").reset_index(drop=True)
 
-    A last-bit difference (another CPU kind's vector width, another batch shape) grows about tenfold
-    per evaluation point on easy and very-easy until, near 1e6-3e6 rollouts, it flips one sampled draw
-    (numpy's binomial for n > 64); from then on the run is another draw of the same law. Measured
-    against the shipped records under ATEN_CPU_CAPABILITY=default, avx2 and avx512 (scripts/cpu_kinds.py,
-    studies/LOG.md 2026-12-06): up to 1e6 rollouts every point within 8e-15 (checked: 1e-9); past it
-    the mean difference is at most 0.13 of the mean seed-to-seed difference at the same points
-    (checked: 0.5) and the largest 0.074 against a largest seed-to-seed 0.076 (checked: 1.5x the
-    seed-to-seed largest). hard and extreme do not diverge (every point within 1e-16). A change of the
-    engine's or the presets' dynamics moves the early points by far more than 1e-9."""
-    from isosim.sim.engine import simulate
 
-    plan, _ = rec.sweep_plan(1e12, preset=preset)
-    shipped = sweep.load_store(rec.PRESIMULATED / plan.plan_id)[1]
-    cfgs = [c for c in plan.configs() if c.n >= 256]
-    fresh = simulate(cfgs)
-
-    def curve(df, run_id):
-        return df[df["run_id"] == run_id].sort_values("step").reset_index(drop=True)
-
+def divergences(shipped: pd.DataFrame, fresh: pd.DataFrame, cfgs: list) -> dict[str, np.ndarray]:
+    """|shipped - fresh| val_avg at every evaluation point of ``cfgs``, split at :data:`EXACT_UP_TO`
+    rollouts (``early``, ``late``), and ``seed_late``: |shipped - the same cell's other seed| at the
+    late points. Steps and rollouts must be equal (they are integers fixed by the plan)."""
     early, late, seed_late = [], [], []
     for cfg in cfgs:
-        a, b = curve(shipped, cfg.run_id), curve(fresh, cfg.run_id)
+        a, b = _curve(shipped, cfg.run_id), _curve(fresh, cfg.run_id)
         assert len(a) == len(b) > 2, cfg.run_id
         assert a["step"].tolist() == b["step"].tolist() and a["rollouts"].tolist() == b["rollouts"].tolist()
-        other = curve(shipped, next(c.run_id for c in cfgs if (c.n, c.b_p) == (cfg.n, cfg.b_p) and c.seed != cfg.seed))
+        other = _curve(shipped, next(c.run_id for c in cfgs if (c.n, c.b_p) == (cfg.n, cfg.b_p) and c.seed != cfg.seed))
         assert other["step"].tolist() == a["step"].tolist()
         d = np.abs(a["val_avg"].to_numpy(float) - b["val_avg"].to_numpy(float))
         s = np.abs(a["val_avg"].to_numpy(float) - other["val_avg"].to_numpy(float))
@@ -68,10 +54,35 @@ def test_the_engine_reproduces_the_shipped_records(preset):
         early.append(d[m])
         late.append(d[~m])
         seed_late.append(s[~m])
-    early, late, seed_late = map(np.concatenate, (early, late, seed_late))
-    assert early.max() < 1e-9, (preset, early.max())
-    assert late.mean() < 0.5 * seed_late.mean(), (preset, late.mean(), seed_late.mean())
-    assert late.max() < 1.5 * seed_late.max(), (preset, late.max(), seed_late.max())
+    return dict(zip(("early", "late", "seed_late"), map(np.concatenate, (early, late, seed_late))))
+
+
+@pytest.mark.cpu_sensitive
+@pytest.mark.parametrize("preset", rec.PRESIMULATED_PRESETS)
+def test_the_engine_reproduces_the_shipped_records(preset):
+    """The runs of n >= 256 (a few thousand steps), simulated again in a batch of their own: steps and
+    rollouts exactly; val_avg to round-off up to 1e6 rollouts; past it, on average, well inside the
+    distance between the shipped run and its other seed. No bound on the largest late difference.
+
+    A last-bit difference (another CPU's kernels: vector width, MKL's code path on a non-Intel CPU,
+    FMA order; another batch shape) stays below 1e-13 up to 1.1e6 rollouts on easy, grows to ~1e-10 at
+    1.5e6 and near 2.2e6 flips one sampled draw (numpy's binomial for n > 64); from then on that run
+    is another draw of the same law, and its largest distance from the shipped record is as chaotic as
+    a seed's (a real AMD EPYC reached 1.51x the largest seed-to-seed distance; issue #49). Measured
+    with scripts/cpu_kinds.py's environments under ATEN_CPU_CAPABILITY=default, avx2, avx512 with the libraries capped alike, 1 and 2 threads, and
+    AMD-like mixes (ATen avx512 with MKL's AVX2 path and OpenBLAS's Zen kernels; all AVX2 with Zen):
+    easy's exact part within 8.6e-15 (bound 1e-9: 1e5x); its late mean divergence .046-.097 of the
+    seed-to-seed mean (bound .5: 5x), and .24-.43 even counting only the points after each run's flip;
+    hard does not diverge (every point within 1e-16). A 0.1 % change of lr moves easy's exact part by
+    2.4e-2 and hard's by 9.8e-4, and easy's late mean to .68 of the seed-to-seed one: both checks fail."""
+    from isosim.sim.engine import simulate
+
+    plan, _ = rec.sweep_plan(1e12, preset=preset)
+    shipped = sweep.load_store(rec.PRESIMULATED / plan.plan_id)[1]
+    cfgs = [c for c in plan.configs() if c.n >= 256]
+    d = divergences(shipped, simulate(cfgs), cfgs)
+    assert d["early"].max() < EXACT_TOL, (preset, d["early"].max())
+    assert d["late"].mean() < LATE_MEAN_SHARE * d["seed_late"].mean(), (preset, d["late"].mean(), d["seed_late"].mean())
 
 
 def test_a_budget_past_the_cap_reads_the_shipped_sweep_and_simulates_nothing(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from cli_helpers import one_line_error, run
 
 from isosim.predict import partial
@@ -64,6 +65,30 @@ def _json(monkeypatch, capsys, runs, profile, budget=BUDGET):
     return json.loads(out)
 
 
+# The picks pinned below (8 and 2, the simulator's best 16) come from banks simulated here (hence
+# cpu_sensitive): under every CPU kind and AMD stand-in of scripts/cpu_kinds.py the predicted gains
+# agree to 1e-4 and the fitted numbers to 1e-11, while each pick stands .0037 to .009 clear of the
+# nearest other answer (n = 8's distance inside the band's edge, n = 2's lead over n = 8, n = 16's lead).
+
+
+def pick_by_the_rule(gains: dict[str, float], band: float, measured: list[int]) -> tuple[int, int]:
+    """The pick the calibrated simulator's rule gives from its predicted gains, recomputed here: the
+    best measured n within ``band`` of the top, else the simulator's best; and the simulator's best."""
+    vals = {int(n): v for n, v in gains.items()}
+    best = max(vals, key=vals.get)
+    kept = [n for n in measured if vals[n] >= vals[best] - band]
+    return (max(kept, key=vals.get) if kept else best), best
+
+
+def nine_sweep_regret(label: str, reading: str) -> tuple[float, int]:
+    """The mean regret of ``label`` over the nine organism sweeps' replays and their number,
+    recomputed from each replay's row of the committed scoring (not its ``overall`` block, which the
+    code reads)."""
+    rows = [r for r in json.loads(sff.SCORES_FILE.read_text())["rows"] if r["method"] == label]
+    return float(np.mean([r[reading]["regret"] for r in rows])), len(rows)
+
+
+@pytest.mark.cpu_sensitive
 def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
     grid = sff.grid_for(BUDGET, 16)
@@ -75,12 +100,19 @@ def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatc
     assert all(r["n"][str(n)]["status"] == "simulated" and r["n"][str(n)]["measured_to"] is None for n in (2, 4, 16, 32))
     assert r["method"] == sff.FROZEN and r["frozen"] is True
     assert r["frozen_commit"] == json.loads(sff.FROZEN_FILE.read_text())["commit"]
-    assert r["pick"] in grid and r["pick"] in r["tie_band"] and r["pick"] == r["best"]["pick"]
-    assert r["pick_other_reading"] == {"final": r["final"]["pick"]}
+    # the measured n = 8 sits within the band of the simulator's best (n = 16, by .009 of .015): kept
+    for reading in ("best", "final"):
+        rule = pick_by_the_rule(r[reading]["predicted_gain"], r["tie_band_value"], [8])
+        assert (r[reading]["pick"], r[reading]["simulator_best"]) == rule == (8, 16), (reading, r[reading])
+    assert r["pick"] == 8 and r["pick_other_reading"] == {"final": 8}
     assert r["setting"] == {"b_p": 16, "n_train": 128, "n_val": 64, "warmup": 2}
     assert r["setting_from"]["n_train"] == "records (n_train)" and r["setting_from"]["warmup"].startswith("config.json")
     s = r["scores_nine_sweeps"]
-    assert s["best"] == pytest.approx(json.loads(sff.FROZEN_FILE.read_text())["methods"][sff.FROZEN]["nine_sweeps"]["best"]["mean_regret"])
+    assert s["replays"] == nine_sweep_regret(sff.FROZEN, "best")[1] == 120
+    for reading in ("best", "final"):
+        assert s[reading] == pytest.approx(nine_sweep_regret(sff.FROZEN, reading)[0], rel=1e-12)
+        assert s["fixed n = 8"][reading] == pytest.approx(nine_sweep_regret("fixed n = 8", reading)[0], rel=1e-12)
+        assert s[reading] < s["fixed n = 8"][reading]  # hence "marginally below" in the note
     assert f"{s['best']:.4f} vs {s['fixed n = 8']['best']:.4f}" in r["note"] and "marginally" in r["note"]
     # the text names each n measured or simulated, the frozen commit and the nine-sweep numbers
     code, out, err = run(monkeypatch, capsys, "recommend", "--runs", cheap["one"], "--profile", cheap["profile"],
@@ -91,12 +123,22 @@ def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatc
     assert r["frozen_commit"][:7] in out and "a simulation from cheap runs of one n (4 n simulated)" in out
 
 
+@pytest.mark.cpu_sensitive
 def test_two_n_is_the_two_run_calibration_and_says_it_is_worse_than_n_8(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
     assert r["method"] == sff.TWO_RUNS and r["frozen"] is False
     assert set(r["measured"]) == {"2", "8"} and r["simulated"] == [4, 16, 32]
     assert r["n"]["2"]["seeds"] == [0] and r["n"]["8"]["seeds"] == [0, 1]
-    assert r["pick"] in r["grid"] and "above a fixed n = 8's" in r["note"]
+    # both measured n sit within the band of the simulator's best (n = 16); n = 2's gain is the higher
+    for reading in ("best", "final"):
+        rule = pick_by_the_rule(r[reading]["predicted_gain"], r["tie_band_value"], [2, 8])
+        assert (r[reading]["pick"], r[reading]["simulator_best"]) == rule == (2, 16), (reading, r[reading])
+    s = r["scores_nine_sweeps"]
+    assert s["replays"] == nine_sweep_regret(sff.TWO_RUNS, "best")[1] == 92
+    for reading in ("best", "final"):
+        assert s[reading] == pytest.approx(nine_sweep_regret(sff.TWO_RUNS, reading)[0], rel=1e-12)
+        assert s[reading] > s["fixed n = 8"][reading]
+    assert "above a fixed n = 8's" in r["note"]
     # the exponent is fitted with two n (the frozen method keeps the prior's)
     prior = json.loads(sff.FROZEN_FILE.read_text())["prior_for_a_new_learner"]["prior"]
     assert r["theta"]["power"] != pytest.approx(prior["power"][0], abs=1e-9)
@@ -115,15 +157,20 @@ def test_the_measured_points_move_the_fit(cheap, tmp_path):
     assert got["n"]["8"]["predicted_gain"]["best"] > 1.5 * plain["n"]["8"]["predicted_gain"]["best"]
 
 
+@pytest.mark.cpu_sensitive
 def test_for_trl_writes_the_picks_full_run(cheap, tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
     shutil.copytree(cheap["one"], runs)
     code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--profile", cheap["profile"],
                          "--budget", BUDGET, "--for", "trl")
     assert code == 0, err
-    pick = int(out.split("pick n = ")[1].split()[0])
-    assert f"full run for trl: n = {pick}, B_p = 16, {int(BUDGET // (16 * pick))} steps" in out
-    assert (tmp_path / "runs-full" / f"full-n{pick}" / "config.yaml").is_file()
+    # the frozen method keeps the measured n = 8 (test_one_n...): 2e4 // (16 * 8) = 156 steps of 16 x 8
+    assert "pick n = 8 (best reading)" in out
+    assert "full run for trl: n = 8, B_p = 16, 156 steps" in out
+    assert [p.name for p in (tmp_path / "runs-full").glob("full-n*")] == ["full-n8"]
+    cfg = yaml.safe_load((tmp_path / "runs-full" / "full-n8" / "config.yaml").read_text())
+    assert cfg["num_generations"] == 8 and cfg["max_steps"] == 156
+    assert cfg["per_device_train_batch_size"] * cfg["gradient_accumulation_steps"] == 16 * 8  # one process
 
 
 def test_organism_hard_cheap_run_matches_the_committed_prediction(tmp_path, monkeypatch, capsys):
@@ -206,18 +253,23 @@ def test_a_bank_is_simulated_once_and_read_back(cheap, tmp_path, monkeypatch, ca
     """The second call with the same inputs reads the cached bank (no simulation); a damaged entry
     is simulated again."""
     monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path / "cache"))
+    real, calls = sff.user_bank, []
+
+    def counted(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(sff, "user_bank", counted)
     partial._bank.cache_clear()
     first = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
     files = list((tmp_path / "cache").rglob("simfit_banks/*.json"))
-    assert len(files) == 1
+    assert len(calls) == 1 and len(files) == 1
     partial._bank.cache_clear()
-
-    def no_simulation(*a, **k):
-        raise AssertionError("simulated although cached")
-    monkeypatch.setattr(sff, "user_bank", no_simulation)
     again = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
-    assert again.pop("bank_seconds") < first.pop("bank_seconds") and again == first
+    assert len(calls) == 1  # read back, not simulated
+    again.pop("bank_seconds"), first.pop("bank_seconds")  # wall time: the one field that may differ
+    assert again == first
     files[0].write_text("{not json")
     partial._bank.cache_clear()
-    with pytest.raises(AssertionError, match="simulated although cached"):
-        partial.recommend_partial(cheap["one"], cheap["profile"], BUDGET)
+    assert partial.recommend_partial(cheap["one"], cheap["profile"], BUDGET)["pick"] == first["pick"]
+    assert len(calls) == 2 and json.loads(files[0].read_text())  # simulated again and rewritten

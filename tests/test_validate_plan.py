@@ -138,7 +138,6 @@ def test_run_sweep_waits_for_the_process_filling_its_store(tmp_path):
     default still refuses with one clear line."""
     import subprocess
     import threading
-    import time
 
     from isosim.sweeps import sweep
 
@@ -153,10 +152,15 @@ def test_run_sweep_waits_for_the_process_filling_its_store(tmp_path):
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(IsosimError, match="in use by another running sweep"):
             sweep.run_sweep(plan, store, progress=False)
-        threading.Timer(2.0, holder.stdin.close).start()
-        t0 = time.perf_counter()
+        released = threading.Event()
+
+        def release():
+            released.set()
+            holder.stdin.close()
+
+        threading.Timer(2.0, release).start()
         df = sweep.run_sweep(plan, store, progress=False, wait=True)
-        assert time.perf_counter() - t0 > 1.5, "it waited for the holder"
+        assert released.is_set(), "it ran before the holder let go of the store"
         assert holder.wait(timeout=30) == 0
         assert len(df) > 0
     finally:
