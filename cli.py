@@ -309,7 +309,7 @@ def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
     if math.isinf(budget) and budget > 0:
         raise IsosimError(f"{flag} must be finite: a number of rollouts, e.g. 2e6 (got inf)")
     if not budget > 0 or math.isnan(budget):
-        raise IsosimError(f"{flag} must be positive: a number of rollouts (got {budget:g})")
+        raise IsosimError(f"{flag} must be a positive number of rollouts (got {budget:g})")
 
 
 def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: str,
