@@ -771,7 +771,7 @@ def validate(
         val.check_ns(n_list, int(budget), b_p=b_p, min_steps=min_steps, b_max=b_max)
     from llm_runs.sampling.models import check_model
 
-    check_model(model)
+    check_model(model, launching=not dry_run)
     if profile is not None:
         from isosim.sim.profiles import read_profile
 

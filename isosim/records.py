@@ -181,9 +181,10 @@ SHORT_ADVICE = "resume or rerun the short runs, or leave them out"
 class Reach:
     """Each run's last record (rollouts) against its planned budget, and the runs without records.
 
-    A run is *short* when its last record lies more than one update step (``b_p * n`` rollouts) and
-    ``REACH_RTOL`` below its planned budget: runs stop at whole steps, so one planned for C may end a
-    step short and still count as whole. ``empty`` names run folders that hold no records at all."""
+    A run is *short* when its last record lies more than one update step (``b_p * n`` rollouts), or
+    its own last evaluation interval where that is larger, and ``REACH_RTOL`` below its planned
+    budget (:func:`run_reach`): runs stop at whole steps and are recorded at their evaluations, so one
+    planned for C may end a step or an evaluation short and still count as whole. ``empty`` names run folders that hold no records at all."""
 
     ends: dict[str, float]
     planned: dict[str, float]
@@ -206,21 +207,36 @@ class Reach:
         return "; ".join(parts)
 
 
+def _last_gap(rollouts: pd.Series) -> float:
+    """The rollouts between a run's last two records: a run is recorded at its evaluations only, so
+    its last record may lie up to this far below where it stopped training."""
+    r = rollouts.dropna().sort_values().to_numpy(float)
+    return float(r[-1] - r[-2]) if r.size > 1 else 0.0
+
+
 def run_reach(df: pd.DataFrame, empty: Sequence[str] = (), cap: float | None = None) -> Reach:
     """The :class:`Reach` of a records table: each run's planned budget is its ``budget`` column
-    (what its config.json planned) where the records carry one, else the longest run's last record.
-    With ``cap`` (a reader that reads only that far), a run is short only if it stopped before both."""
+    (what its config.json planned) where the records carry one, else the longest run's last record;
+    where no run reached its planned budget (a cheap part: every run paused early), the longest
+    run's last record. A run is short when its last record, plus one update step or its own last
+    evaluation interval (whichever is larger: its next evaluation would have come after it
+    stopped), is still below that goal. With ``cap`` (a reader that reads only that far), a run is
+    short only if it stopped before both."""
     rollouts = pd.to_numeric(df["rollouts"], errors="coerce")
     by_run = df.assign(rollouts=rollouts).groupby(df["run_id"].astype(str), sort=True)
     ends = by_run["rollouts"].max()
     step = (pd.to_numeric(by_run["n"].first()) * pd.to_numeric(by_run["b_p"].first())).astype(float)
+    gap = by_run["rollouts"].apply(_last_gap).reindex(ends.index)
     longest = float(ends.max())
     planned = pd.Series(longest, index=ends.index)
     if "budget" in df.columns:
         given = pd.to_numeric(df["budget"], errors="coerce").groupby(df["run_id"].astype(str)).max()
         planned = given.where(given > 0).reindex(ends.index).fillna(planned)
+    slack = pd.concat([step, gap], axis=1).max(axis=1)
+    if not any(ends[r] + slack[r] >= planned[r] * (1 - REACH_RTOL) for r in ends.index):
+        planned = planned.clip(upper=longest)  # a cheap part (every run paused early): the longest run is the goal
     goal = planned if cap is None else planned.clip(upper=cap)
-    short = tuple(r for r in ends.index if ends[r] + step[r] < goal[r] * (1 - REACH_RTOL))
+    short = tuple(r for r in ends.index if ends[r] + slack[r] < goal[r] * (1 - REACH_RTOL))
     return Reach(ends={str(k): float(v) for k, v in ends.items()},
                  planned={str(k): float(v) for k, v in planned.items()}, short=short, empty=tuple(empty))
 

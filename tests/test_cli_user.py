@@ -185,7 +185,7 @@ def test_a_plan_centred_on_n_star_does_not_call_it_n_sat(cache, tmp_path, monkey
     code, out, err = run(monkeypatch, capsys, "validate", "--model", "smollm2-135m", "--data", "x.jsonl",
                          "--budget", "350", "--train-size", "1200", "--dry-run", "--out", tmp_path / "v")
     assert code == 0, err  # 350 rollouts: five steps of n = 2 at B_p 32, nothing learned beyond the noise
-    assert "n_sat = none" in out and "n_sat = 2" not in out and "n_sat/4" not in out
+    assert "n_sat: none" in out and "n_sat = 2" not in out and "n_sat/4" not in out
     assert "centres on the simulated n* = 2" in out
 
 

@@ -187,7 +187,9 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
     want = cheap_runs(2e5, 0.05, 32, [4, 16], 2)
     assert [(r["name"], r["n"], r["seed"], r["steps"], r["rollouts"]) for r in record["runs"]] == want
     assert [w[3:] for w in want[::2]] == [(78, 9984), (19, 9728)] and record["b_p"] == 32
-    assert (out / F.RUNS_FILE).read_text().splitlines() == ["run,n,b_p,seed"] + [f"{w[0]},{w[1]},32,{w[2]}" for w in want]
+    lrs = [1e-6 * (32 * w[1] / 1024) ** 0.5 for w in want]  # the default: TRL's 1e-6 at 1,024 rollouts, sqrt rule
+    assert (out / F.RUNS_FILE).read_text().splitlines() == ["run,n,b_p,seed,lr"] + [
+        f"{w[0]},{w[1]},32,{w[2]},{lr!r}" for w, lr in zip(want, lrs)]
     lines = [x for x in (out / "launch.sh").read_text().splitlines() if x and not x.startswith("#") and x != "set -euo pipefail"]
     assert len(lines) == 4 and all(line.endswith('"$@"') for line in lines)
     for r, (name, n, seed, steps, rollouts) in zip(record["runs"], want):
@@ -208,7 +210,8 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
             assert dict(w.split("=", 1) for w in words[4:-1]) == items
         else:
             assert json.loads(settings.read_text()) == {"n": n, "b_p": 32, "budget": rollouts, "seed": seed,
-                                                        "out": str(out / "runs" / name)}
+                                                        "out": str(out / "runs" / name), "lr": lrs[want.index((name, n, seed, steps, rollouts))],
+                                                        "base_lr": 1e-6, "lr_rule": "sqrt", "lr_ref_batch": 1024}
     readme = (out / "README.md").read_text()
     assert f"isosim recommend --runs {out / 'runs'} --budget 200000 --for {trainer}" in readme
     for name, n, _, steps, rollouts in want:  # the README's table is the plan's

@@ -134,7 +134,7 @@ def test_calibrate_dynamics_from_one_cheap_run_simulates_every_n(cheap_runs, tmp
 
 @pytest.mark.parametrize("args, message", [
     (["--grid", "2,8"], "--grid needs --budget"),
-    (["--budget", "-5"], "--budget must be positive"),
+    (["--budget", "-5"], "--budget must be a positive"),
     (["--budget", "100", "--grid", "2,8"], "below one step"),
 ])
 def test_calibrate_budget_bad_input_is_one_line_exit_2(cheap_runs, tmp_path, monkeypatch, capsys, args, message):

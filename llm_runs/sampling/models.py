@@ -50,10 +50,12 @@ def smollm2_gguf() -> Path:
     raise IsosimError(f"the {SMOLLM2_DIST} package ships no .gguf file")
 
 
-def check_model(spec: str) -> None:
+def check_model(spec: str, launching: bool = True) -> None:
     """Refuse, without loading or converting anything, a ``--model`` that names no model: a missing
     ``.gguf`` file or folder, a folder without ``config.json``, a shipped model without its weights.
-    Hub ids and ``smollm2-135m`` pass (they are looked up when a run loads them)."""
+    Hub ids and ``smollm2-135m`` pass (they are looked up when a run loads them); an ``owner/name``
+    id that cannot be downloaded here (``HF_HUB_OFFLINE``) is refused only when ``launching`` (a dry
+    run plans for another machine)."""
     if not spec or not spec.strip():
         raise IsosimError("--model is empty: give a hub id, a model folder, a .gguf file or a shipped name")
     if spec.lower() in SMOLLM2_ALIASES:
@@ -64,7 +66,7 @@ def check_model(spec: str) -> None:
         return
     got = resolve_model(spec)  # (no conversion but of .gguf files: a folder, a shipped name or a hub id)
     if got == spec and not Path(spec).expanduser().exists():
-        check_hub_id(spec)
+        check_hub_id(spec, launching)
 
 
 def hf_cache() -> Path:
@@ -81,7 +83,7 @@ def in_hf_cache(repo_id: str) -> bool:
     return any((folder / "snapshots").glob("*/config.json"))
 
 
-def check_hub_id(spec: str) -> None:
+def check_hub_id(spec: str, launching: bool = True) -> None:
     """Refuse a hub id that cannot name a model here, without the network: a bare name (no
     ``owner/``) that is not in the local cache, or any id not in the cache when the hub is offline."""
     if in_hf_cache(spec):
@@ -90,7 +92,7 @@ def check_hub_id(spec: str) -> None:
     if "/" not in spec:
         raise IsosimError(f"--model {spec}: not a model folder, a .gguf file, a shipped model ({shipped}) nor a "
                           f"model in the Hugging Face cache ({hf_cache()}); a hub id is owner/name, e.g. Qwen/Qwen3-0.6B")
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    if launching and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         raise IsosimError(f"--model {spec}: not in the Hugging Face cache ({hf_cache()}) and HF_HUB_OFFLINE is set, "
                           "so it cannot be downloaded")
 
