@@ -130,3 +130,13 @@ def test_the_two_rules_compared_recompute_and_show_the_lr_n_interaction():
     m = got["measured"]
     assert m["constant"]["2"]["20000"]["mean"] < 0.05 < m["sqrt"]["2"]["20000"]["mean"]
     assert m["constant"]["64"] == m["sqrt"]["64"]
+
+
+def test_the_partial_note_says_when_the_runs_rule_is_not_the_one_the_method_was_scored_at():
+    from isosim.predict.partial import note
+
+    base = {"measured": {"8": 5e4}, "simulated": [2, 4], "scores_nine_sweeps": None, "frozen": True,
+            "cheap_share": 0.05, "scored_share": 0.05}
+    assert "sqrt rule" not in note({**base, "lr_rule": "sqrt"})
+    said = note({**base, "lr_rule": "constant"})
+    assert "constant rule is read by a decay" in said and "not yet scored" in said
