@@ -103,6 +103,7 @@ def test_a_decay_needs_the_step_zero_evaluation():
         slr.fit(bank, [(8, 1000.0, 0.1)], prior, free, "constant")
 
 
+@pytest.mark.cpu_sensitive
 def test_the_committed_picks_for_the_constant_lr_sweep_recompute():
     """prediction_simfit_lr.json is what its script computes from the committed cheap records (and the
     script's guard: under the sqrt rule it reproduces prediction_simfit.json)."""
@@ -117,6 +118,7 @@ def test_the_committed_picks_for_the_constant_lr_sweep_recompute():
         assert a["theta"] == pytest.approx(b["theta"], rel=1e-6)
 
 
+@pytest.mark.cpu_sensitive
 def test_the_two_rules_compared_recompute_and_show_the_lr_n_interaction():
     """const_vs_sqrt.json is what its script computes; at a constant lr n = 2 has collapsed and n = 64,
     whose lr is the same under both rules, is the same run."""
