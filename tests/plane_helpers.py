@@ -12,13 +12,16 @@ def assert_simfit_bar_follows(plane: dict) -> None:
     (a fixed n = 8, the cheap leader at 5 %) are the differences of the summaries' mean regrets, and
     ``meets_bar`` is overhead <= ``max_overhead`` with no margin above 0."""
     from isosim.predict import simfit_frozen as sff
+    from isosim.validation import plane_methods as pm
 
     bar = plane["simfit"]
+    apart = ("second_learner", "constant_lr")
     assert (bar["frozen"], bar["max_overhead"]) == (sff.FROZEN, 0.05)
-    assert set(bar["blocks"]) == {"overall", "held_out", "all_sweeps", "second_learner"}
+    assert set(bar["blocks"]) == {"overall", "held_out", "all_sweeps", *apart}
     for block, entries in bar["blocks"].items():
-        summary = plane[block] if block != "second_learner" else (plane[block] or {}).get("summary", {})
-        assert set(entries) == ({label for label in sff.CALIBRATIONS if label in summary} if summary else set()), block
+        summary = plane[block] if block not in apart else (plane[block] or {}).get("summary", {})
+        labels = [*sff.CALIBRATIONS, pm.SIMFIT_LR]
+        assert set(entries) == ({label for label in labels if label in summary} if summary else set()), block
         for label, e in entries.items():
             s = summary[label]
             assert e["overhead"] == s["mean_overhead"], (block, label)

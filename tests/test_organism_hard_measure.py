@@ -283,3 +283,79 @@ def test_the_committed_read_out_is_the_records():
     assert not doc["partial"] and committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
     for key in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p"):
         assert_same_json(committed[key], doc[key], key, rel=1e-9, abs=1e-12)
+
+
+def _flat_at_32(n: int, i: int) -> float:
+    """n = 32 best at every budget; each octave from it costs 0.1 (n = 8 is 0.2 behind, 200 se)."""
+    return i - 0.1 * abs(math.log2(n) - 5)
+
+
+def _rule(folder: Path, rule: str) -> Path:
+    for run in folder.glob("n*_bp*_s*"):
+        (run / "config.json").write_text(json.dumps({"n": int(run.name[1:].split("_")[0]), "lr": 3e-4, "lr_rule": rule}))
+    return folder
+
+
+def test_the_rule_table_and_the_bar_of_the_lr_aware_method(tmp_path, capsys):
+    """The constant-lr read-out: each n's value under both rules at 1e5 / 3e5 / 1e6 with n = 8's
+    regret under each, and the lr-aware method's bar (its mean regret over the seeds' picks against
+    n = 8's and the cheap leader's, the goal of 2 se over n = 8 where n = 8 is behind) worked out by
+    hand on synthetic sweeps."""
+    const = _rule(_write(tmp_path / "const", _flat_at_32), "constant")
+    sqrt = _rule(_write(tmp_path / "sqrt", _rising), "sqrt")
+    budgets = [1e5, 3e5, 1e6]
+    profile = {"budgets": budgets, "n_star": [8, 8, 8], "fixed_n": {"n": 8, "budgets": budgets},
+               "readings": {r: [{"budget": b, "n_star": 8} for b in budgets] for r in ("best", "final")}}
+    cheap = {"method": "cheap readers", "share": 0.05, "budgets": budgets,
+             "picks": {"cheap leader (level)": {r: [32, 16, 32] for r in ("best", "final")}}}
+    lr = {"method": "simfit lr-aware x", "budgets": budgets,
+          "picks": {r: {"seed 0": [32, 32, 64], "seed 1": [16, 32, 32]} for r in ("best", "final")},
+          "pooled_seeds_picks": {r: [32, 32, 64] for r in ("best", "final")}}
+    man = _manifest(tmp_path, {"p.json": ("profile only", profile), "c.json": ("cheap readers", cheap),
+                               "s.json": ("simfit", lr)})
+    doc = hm.build(const, manifest=man, sweep="sweep-x", n_boot=100, root=tmp_path, against=sqrt)
+    # the rule table: the constant rule first, then the sqrt rule, at each budget
+    rules = doc["rules"]
+    assert rules["rules"] == ["sqrt", "constant"] or rules["rules"] == ["constant", "sqrt"]
+    rows = {(r["budget"], r["rule"]): r for r in rules["best"]}
+    assert set(rows) == {(b, rule) for b in budgets for rule in ("sqrt", "constant")}
+    for i, b in enumerate(budgets, start=2):
+        c, s = rows[(b, "constant")], rows[(b, "sqrt")]
+        assert c["best"] == 32 and s["best"] == 2 ** (i + 1)
+        assert c["mean"]["8"] == pytest.approx(_flat_at_32(8, i)) and s["mean"]["64"] == pytest.approx(_rising(64, i))
+        assert c["fixed_regret"] == pytest.approx(0.2) and c["fixed_regret_in_se"] == pytest.approx(200, rel=1e-6)
+        assert s["fixed_regret"] == pytest.approx(0.1 * abs(3 - (i + 1)), abs=1e-12)
+        assert c["fixed_within_2se"] is False and (s["fixed_within_2se"] is True) == (i == 2)
+    table = hm.markdown_table(rules, "best").splitlines()
+    assert len(table) == 2 + len(GRID) + 1 and table[0].count("|") == 2 + 6
+    assert "**" in table[2 + GRID.index(32)] and table[-1].startswith("| n = 8's regret (se) | ")
+    # the bar, by hand: mean over the seeds' picks, against n = 8 (0.2 behind) and the cheap leader
+    bar = {(r["reading"], r["budget"]): r for r in doc["bar"]["rows"]}
+    want = {1e5: (0.05, 0.0), 3e5: (0.0, 0.1), 1e6: (0.05, 0.0)}  # (lr-aware, cheap leader)
+    for (reading, b), r in bar.items():
+        assert r["method"]["regret"] == pytest.approx(want[b][0]) and r["cheap leader (level) @0.05"]["regret"] == pytest.approx(want[b][1])
+        assert r["fixed n = 8"]["regret"] == pytest.approx(0.2) and r["fixed_more_than_2se_behind"] is True
+        assert r["meets"] is (want[b][0] <= want[b][1]) and r["goal"] is True
+        assert r["gain_over_fixed_in_se"] == pytest.approx((0.2 - want[b][0]) / EPS, rel=1e-6)
+        assert r["method"]["overhead"] == 0.05 and r["method"]["pooled"]["pick"] == {1e5: 32, 3e5: 32, 1e6: 64}[b]
+    assert len(bar) == 6 and doc["bar"]["meets_everywhere"] is False and doc["bar"]["goal_everywhere"] is True
+    # the same rule on both sides, or a folder that mixes rules, is one clear error
+    with pytest.raises(IsosimError, match="same lr rule"):
+        hm.build(const, manifest=None, n_boot=100, against=const)
+    (sqrt / "n2_bp16_s0" / "config.json").write_text(json.dumps({"lr_rule": "constant"}))
+    with pytest.raises(IsosimError, match="not one"):
+        hm.build(const, manifest=None, n_boot=100, against=sqrt)
+    # --partial never writes under studies/results, whatever the name
+    assert hm.main(["--sweep", "organism-hard-128-const", "--partial", "--out", str(hm.STUDIES / "x.json")]) == 2
+    assert "never studies/results/organism_hard_const/measured.json" in capsys.readouterr().err
+    assert not (hm.STUDIES / "x.json").exists()
+
+
+def test_each_sweep_names_its_runs_manifest_and_read_out():
+    for key, preset in hm.SWEEPS.items():
+        assert preset["runs"].is_dir() and preset["manifest"].is_file(), key
+        assert key in json.loads(preset["manifest"].read_text())["sweeps"], key
+        assert preset["out"].parent == preset["manifest"].parent
+    assert hm.SWEEPS["organism-hard-128-const"]["against"] == hm.SWEEPS[hm.SWEEP]["runs"]
+    assert hm.lr_rule_of(hm.SWEEPS[hm.SWEEP]["runs"]) == "sqrt"
+    assert hm.lr_rule_of(hm.SWEEPS["organism-hard-128-const"]["runs"]) == "constant"

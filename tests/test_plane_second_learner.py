@@ -3,7 +3,8 @@ short of their budget, scored apart (``second_learner``) once they are finished,
 first learner's blocks changes either way. A small results tree: the committed F8 hard-128 and
 hard-256 sweeps (the first learner: two, so that each has another to be chosen on) and the second
 learner's committed records cut where its cheap part paused (the first step past 5e4 rollouts),
-extended to 1e6 rollouts with made-up evaluations for the finished case."""
+extended to 1e6 rollouts with made-up evaluations for the finished case; and the same learner's
+constant-lr sweep (its committed cheap part, extended the same way), a block of its own."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ from json_helpers import assert_same_json  # tests/json_helpers.py
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
 SECOND = "organism_hard/hard-128"
+CONST = "organism_hard_const/hard-128"
 LINKED = ("sbi_bank.json", "plane_method.json", "scoreboard.json", "organism_f8/prediction.json",
           "organism_f8/profile_t06.json", "organism_f8/prediction_dynamics.json", "organism_hard/prediction.json",
-          "organism_hard/profile_t06.json")
+          "organism_hard/profile_t06.json", "organism_hard_const/prediction.json")
 FIRST = ["organism_f8/hard-128", "organism_f8/hard-256"]
-METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), sff.FROZEN: pm.REGISTRY[sff.FROZEN]}
+METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), sff.FROZEN: pm.REGISTRY[sff.FROZEN],
+           pm.SIMFIT_LR: pm.REGISTRY[pm.SIMFIT_LR]}
 
 
 def _cut(run: Path, pause: float = 5e4) -> None:
@@ -55,14 +58,14 @@ def _extend(run: Path, top: float = 1e6) -> None:
     (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + extra))
 
 
-def _tree(tmp: Path, finished: bool) -> Path:
+def _tree(tmp: Path, finished: bool, const: bool = False) -> Path:
     res = tmp / "results"
     for rel in LINKED:
         (res / rel).parent.mkdir(parents=True, exist_ok=True)
         (res / rel).symlink_to(RESULTS / rel)
-    for sweep in [*FIRST, SECOND]:  # copied: the plane's search does not follow linked folders
+    for sweep in [*FIRST, SECOND, *([CONST] if const else [])]:  # copied: the plane's search does not follow linked folders
         shutil.copytree(RESULTS / sweep, res / sweep)
-    for run in sorted((res / SECOND).glob("n*_bp*_s*")):
+    for run in sorted((res / SECOND).glob("n*_bp*_s*")) + sorted((res / CONST).glob("n*_bp*_s*")):
         _cut(run)
         if finished:
             _extend(run)
@@ -77,19 +80,36 @@ def _doc(res: Path) -> dict:
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("plane_second")
-    return {k: _doc(_tree(tmp / k, k == "finished")) for k in ("cheap", "finished")}
+    return {k: _doc(_tree(tmp / k, k != "cheap", k == "const")) for k in ("cheap", "finished", "const")}
 
 
 def test_the_second_learner_is_found_by_the_name_its_bank_and_prediction_use():
     found = pl.find_sweeps(RESULTS, second_learner=True)
     assert found[SECOND] == RESULTS / SECOND and SECOND in sff.EXTRA_BANKS and sff.bank_of(SECOND) is not None
-    assert set(found) - {SECOND} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
+    assert set(found) - {SECOND, CONST} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
     assert pl.second_learner(SECOND) and not pl.held_out(SECOND) and pl.sweep_kind(SECOND) == "hard"
     assert pl.profile_path(SECOND, RESULTS) == RESULTS / "organism_hard" / "profile_t06.json"
     committed = json.loads((RESULTS / "organism_hard" / "prediction.json").read_text())["organism-hard-128"]
     profile = pl.profile_prediction(SECOND, RESULTS)
     assert [profile(b) for b in committed["budgets"]] == committed["n_star"]
     assert pl.calibrated_prediction(RESULTS / SECOND, RESULTS) is None and pl.dynamics_prediction(SECOND, RESULTS) is None
+
+
+def test_the_constant_lr_sweep_is_found_apart_with_its_bank_prediction_and_rule():
+    found = pl.find_sweeps(RESULTS, second_learner=True)
+    assert found[CONST] == RESULTS / CONST and CONST not in pl.find_sweeps(RESULTS)
+    assert pl.constant_lr(CONST) and pl.apart(CONST) and not pl.second_learner(CONST) and not pl.held_out(CONST)
+    assert pl.apart(SECOND) and not pl.constant_lr(SECOND) and not pl.apart("organism_f8/hard-128")
+    assert sff.bank_of(CONST) == sff.bank_of(SECOND)  # one setting, one bank: a bank has no lr rule
+    assert pl.profile_path(CONST, RESULTS) == pl.profile_path(SECOND, RESULTS)
+    committed = json.loads((RESULTS / "organism_hard_const" / "prediction.json").read_text())["organism-hard-128-const"]
+    profile = pl.profile_prediction(CONST, RESULTS)
+    assert [profile(b) for b in committed["budgets"]] == committed["n_star"]
+    assert pl.calibrated_prediction(RESULTS / CONST, RESULTS) is None and pl.dynamics_prediction(CONST, RESULTS) is None
+    assert pm.lr_rule(pl._settings(RESULTS / CONST)) == "constant" and pm.lr_rule(pl._settings(RESULTS / SECOND)) == "sqrt"
+    assert pm.lr_rule({}) == "sqrt"
+    with pytest.raises(Exception, match="unknown lr rule"):
+        pm.lr_rule({"lr_rule": "cosine"})
 
 
 def test_unfinished_second_learner_is_listed_not_scored(docs):
@@ -175,3 +195,31 @@ def test_the_committed_simfit_bar_is_its_summaries(committed_doc):
     assert_same_json(bar["blocks"]["second_learner"][sff.FROZEN], committed_doc["simfit"]["blocks"]["second_learner"][sff.FROZEN],
                      "simfit/second_learner", rel=1e-9, abs=1e-12)
     assert_simfit_bar_follows(COMMITTED)
+
+
+def test_the_constant_lr_sweep_is_a_block_of_its_own(docs):
+    """Finished, the constant-lr sweep is scored in ``constant_lr`` alone: the first learner's blocks
+    and the second learner's sqrt-rule block do not move; the lr-aware calibration is the frozen one
+    pick for pick at the sqrt rule and reads the constant rule where the runs were made at it."""
+    fin, doc = docs["finished"], docs["const"]
+    assert doc["not_scored_yet"] == {} and sorted(doc["sweeps"]) == sorted(FIRST + [SECOND, CONST])
+    block, sw = doc["constant_lr"], doc["sweeps"][CONST]
+    assert block["sweeps"] == [CONST] and block["summary"] == sw["summary"]
+    assert fin["constant_lr"] == {} and doc["second_learner"] == fin["second_learner"]
+    for key in ("overall", "held_out", "all_sweeps", "hindsight", "dominance", "prospective"):
+        assert doc[key] == fin[key], key
+    for name in FIRST + [SECOND]:
+        assert doc["sweeps"][name] == fin["sweeps"][name], name
+    replays = 2 * len(sw["budgets"])
+    for m in ("fixed n = 8", "profile-only", "cheap leader @0.05", sff.FROZEN, pm.SIMFIT_LR):
+        assert block["summary"][m]["replays"] == replays, m
+    assert doc["loso"]["reader_choice"][CONST]["trained_on"] == FIRST and CONST not in doc["loso"]["isosim_predict_choice"]
+    bars = doc["simfit"]["blocks"]
+    assert set(bars["constant_lr"]) == {sff.FROZEN, pm.SIMFIT_LR} and pm.SIMFIT_LR in bars["second_learner"]
+    assert docs["cheap"]["simfit"]["blocks"]["constant_lr"] == {}
+    # under the sqrt rule the lr-aware calibration is the frozen one; at one lr for every n it is not
+    for name in FIRST + [SECOND]:
+        s = doc["sweeps"][name]["summary"]
+        assert s[pm.SIMFIT_LR] == s[sff.FROZEN], name
+    c = block["summary"]
+    assert c[pm.SIMFIT_LR] != c[sff.FROZEN]

@@ -10,7 +10,10 @@ the pick's, in that reading), whether that is within 2 seed standard errors, and
 continues to C). The second organism's sweeps (:data:`SECOND`, ``--model organism-hard``) are
 replayed the same way once every run reaches its budget (until then they are listed under
 ``not_scored_yet``) and summarised apart (``plane_report``'s ``second_learner``): a held-out case of
-another learner; nothing of them reaches the first learner's sweeps' fits. Methods (``method_names``):
+another learner; nothing of them reaches the first learner's sweeps' fits. The same learner swept at
+one lr for every n (:data:`CONST`, the runs' ``lr_rule`` ``constant``: TRL's and verl's practice) is
+a block of its own (``plane_report``'s ``constant_lr``), held out the same way. Methods
+(``method_names``):
 
 - ``cheap leader @s``: every grid n run to s C, the best last value (s = 2.5, 5, 10, 20 %).
 - ``lc-sigmoid @s``: every grid n run to s C, each curve fitted alone with ScaleRL's sigmoid in log
@@ -70,16 +73,22 @@ SECOND = "organism_hard"
 SECOND_SWEEPS = {"hard-128": "organism-hard-128"}
 """the second learner's sweeps (``--model organism-hard``): folder under :data:`SECOND` -> their key
 in its ``prediction.json``; scored apart from the first learner's, every budget from ``MIN_BUDGET``"""
+CONST = "organism_hard_const"
+CONST_SWEEPS = {"hard-128": "organism-hard-128-const"}
+"""the second learner at one lr for every n (``lr_rule`` ``constant``): folder under :data:`CONST` ->
+its key in that folder's ``prediction.json``; a block of its own, every budget from ``MIN_BUDGET``"""
 
 
 def find_sweeps(results: Path, second_learner: bool = False) -> dict[str, Path]:
     """Folders of ``n*_bp*_s*/records.jsonl`` runs under ``organism/real``, ``organism_f8`` and
     ``organism_long`` (the held-out long-budget sweeps, :data:`LONG`), named by their path under
     ``results``; with ``second_learner``, also the second organism's sweeps (:data:`SECOND_SWEEPS`
-    only: its pilots' runs sit beside them and are no sweep)."""
+    only: its pilots' runs sit beside them and are no sweep) and its constant-lr sweeps
+    (:data:`CONST_SWEEPS`)."""
     found = {}
     bases = [results / "organism" / "real", results / "organism_f8", results / LONG]
     bases += [results / SECOND / folder for folder in SECOND_SWEEPS] if second_learner else []
+    bases += [results / CONST / folder for folder in CONST_SWEEPS] if second_learner else []
     for base in bases:
         if base.is_dir():
             for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
@@ -93,8 +102,19 @@ def held_out(name: str) -> bool:
 
 
 def second_learner(name: str) -> bool:
-    """A sweep of the second organism: held out too, scored apart from the first learner's."""
+    """A sweep of the second organism at the sqrt rule: held out too, scored apart from the first learner's."""
     return name.startswith(SECOND + "/")
+
+
+def constant_lr(name: str) -> bool:
+    """A sweep of the second organism at one lr for every n: a block of its own."""
+    return name.startswith(CONST + "/")
+
+
+def apart(name: str) -> bool:
+    """Scored apart from the first learner's sweeps (the second learner's, at either lr rule): none
+    of the first learner's fits or choices reads it."""
+    return second_learner(name) or constant_lr(name)
 
 
 def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | None]:
@@ -111,6 +131,8 @@ def profile_prediction(name: str, results: Path) -> Callable[[float], int | None
     split = Path(name).name
     if second_learner(name):
         path, split = results / SECOND / "prediction.json", SECOND_SWEEPS.get(split, split)
+    elif constant_lr(name):
+        path, split = results / CONST / "prediction.json", CONST_SWEEPS.get(split, split)
     elif held_out(name):
         path = results / LONG / "prediction.json"
     else:
@@ -122,9 +144,9 @@ def profile_prediction(name: str, results: Path) -> Callable[[float], int | None
 def calibrated_prediction(folder: Path, results: Path) -> tuple[Callable[[float], int | None], float] | None:
     """``isosim predict``'s committed pick per budget (the scoreboard's ``isosim_calibrated``: n_tol,
     else n_star) and the rollouts of its cheap part per run; for a long-budget sweep, read from
-    ``organism_long/prediction_calibrated.json``; none for the second learner's (its sweep has no
+    ``organism_long/prediction_calibrated.json``; none for the second learner's (its sweeps have no
     ``isosim predict`` prediction)."""
-    if folder.parent.name == SECOND:
+    if folder.parent.name in (SECOND, CONST):
         return None
     if folder.parent.name == LONG:
         from isosim.validation.scoreboard import prediction_picks
@@ -268,7 +290,7 @@ def sweep_kind(name: str) -> str:
 
 def profile_path(name: str, results: Path) -> Path:
     """The base model's profile a sweep's cheap-data methods may read (pass rates at its temperature)."""
-    if second_learner(name):
+    if apart(name):  # one learner, one base model: its profile at T 0.6
         return results / SECOND / "profile_t06.json"
     return results / ("organism/profile.json" if name.startswith("organism/real/") else "organism_f8/profile_t06.json")
 
@@ -325,7 +347,7 @@ def build(results: Path, readers: tuple[str, ...] = CHEAP_READERS, shares: tuple
         budgets = [b for b in ad.default_budgets(sw["max_budget"]) if b >= MIN_BUDGET]
         if held_out(name):
             budgets = [b for b in budgets if b > LONG_FROM]
-        pool = {k: v[1] for k, v in loaded.items() if second_learner(name) or not second_learner(k)}
+        pool = {k: v[1] for k, v in loaded.items() if apart(name) or not apart(k)}
         training = pm.loso_training(name, pool)  # the first learner's sweeps never learn from the second's
         fitted = {m.name: m.fit(training) for m in methods.values() if m.fit is not None}
         ctx = {"name": name, "sweep": sw, "kind": sweep_kind(name), "settings": _settings(folder),

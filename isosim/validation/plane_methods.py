@@ -35,7 +35,10 @@ Constants (a fixed n, no runs: overhead 0) and the paper's n (:data:`PAPER_N`, t
 are registered here; a constant whose n is not in a replay's grid is not scored there. So is every
 calibration of the simulator fitted to cheap runs (:mod:`isosim.predict.simfit_frozen`, kind
 ``simfit``): its bank is the sweep's committed one (a simulation of its setting, no record), its
-prior and tie band come from the other sweeps (:func:`simfit_fit`).
+prior and tie band come from the other sweeps (:func:`simfit_fit`). The frozen calibration read
+under the runs' lr rule (:mod:`isosim.predict.simfit_lr`, :data:`SIMFIT_LR`) is registered beside it:
+the same prior, band and cheap run; under the sqrt rule every sweep here but one was run at, the
+same picks.
 """
 
 from __future__ import annotations
@@ -241,3 +244,46 @@ def _simfit_methods() -> None:
 
 
 _simfit_methods()
+
+
+SIMFIT_LR = "simfit lr-aware (frozen, read under the runs' lr rule)"
+"""the frozen simfit calibration read under the runs' lr rule (:mod:`isosim.predict.simfit_lr`)"""
+
+
+def lr_rule(settings: Mapping[str, Any]) -> str:
+    """The lr rule a sweep's runs were trained with: their config's ``lr_rule`` (every organism
+    sweep records it; a run from before the field existed was trained at the sqrt rule)."""
+    from isosim.predict import simfit_lr as slr
+
+    return slr.check_rule(str(settings.get("lr_rule") or "sqrt"))
+
+
+def simfit_lr_pick(a: Allowed) -> dict[str, int] | None:
+    """The frozen calibration's picks under the sweep's lr rule (None where it has no committed bank)."""
+    from isosim.predict import simfit_frozen as sff
+    from isosim.predict import simfit_lr as slr
+
+    spec = sff.CALIBRATIONS[sff.FROZEN]
+    bank = sff.bank_of(a.sweep)
+    if bank is None or a.fitted is None:
+        return None
+    points = [(int(n), float(r), float(v)) for n, c in a.runs[a.seed].items() for r, v in c]
+    got = slr.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"],
+                     tuple(spec["cheap"]), lr_rule(a.settings))
+    return {r: got[r]["pick"] for r in rd.READINGS}
+
+
+def _simfit_lr_method() -> None:
+    from functools import partial
+
+    from isosim.predict import simfit_frozen as sff
+
+    spec = sff.CALIBRATIONS[sff.FROZEN]
+    register(Method(SIMFIT_LR, simfit_lr_pick, runs=tuple(spec["cheap"]), share=max(spec["cheap"].values()),
+                    fit=partial(simfit_fit, spec["model"], spec["wide"]), kind="simfit",
+                    note="the frozen calibration (" + sff.FROZEN + ") read under the runs' lr rule (config.json "
+                         "lr_rule): the step's exponent shifted by the rule's, a decay for the walk beyond the sqrt "
+                         "rule fitted to the same cheap run; under the sqrt rule, the frozen calibration itself"))
+
+
+_simfit_lr_method()

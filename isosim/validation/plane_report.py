@@ -5,7 +5,8 @@ leave-one-sweep-out (:func:`loso_reader_rows`), and summarises them per sweep, o
 sweeps (``overall``), over the held-out long sweeps (``held_out``) and over all of them
 (``all_sweeps``: the six's replays and the long sweeps' above 2e5), and, apart, over the second
 organism's sweeps (``second_learner``: every method, its hindsight line and the frozen method's
-verdicts; empty until its runs are finished), in both readings, with the
+verdicts; empty until its runs are finished) and its sweep at one lr for every n (``constant_lr``,
+the same block), in both readings, with the
 best fixed n in hindsight beside each block (a reference line, not a method), the frozen method's
 verdicts, the replays it misses, the picks committed before the long sweeps ran (``prospective``),
 and the leave-one-sweep-out audit of every method (``loso``).
@@ -61,6 +62,12 @@ AUDIT = {
          "scored sweep and its twin left out)",
          "fitting yes; the choice of the frozen calibration among twelve was made after scoring all twelve on the "
          "nine sweeps (in-sample); prospective only on the second learner (organism_hard)"),
+    "simfit lr-aware (the frozen calibration read under the runs' lr rule)":
+        ("what the frozen simfit calibration reads, and the runs' lr rule (config.json lr_rule); under the sqrt "
+         "rule it is the frozen calibration, pick for pick; under another rule the step's exponent shifts by the "
+         "rule's and a decay for the excess walk is fitted to the same cheap run",
+         "fitting yes; the mechanism was chosen after the constant-lr sweep's cheap part (every n to 5e4) and its "
+         "pilot had been seen, and frozen before any of its records past 5e4 (isosim/predict/simfit_lr.py)"),
     "the adaptive rules (rungs, windows, thresholds)":
         ("revised after replays on these sweeps (studies/LOG.md, 2026-12-04, second round)", "design in-sample"),
 }
@@ -125,7 +132,7 @@ def choose_reader(rows: Sequence[Mapping[str, Any]], share: float = LOSO_SHARE) 
 def loso_reader_rows(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict], dict]:
     """For each sweep, the freeze rule applied to the six 2e5 sweeps' rows without it and its twin;
     the chosen reader's rows on that sweep, relabelled :data:`LOSO_READER`."""
-    six = {k for k, v in doc["sweeps"].items() if not v["held_out"] and not pl.second_learner(k)}
+    six = {k for k, v in doc["sweeps"].items() if not v["held_out"] and not pl.apart(k)}
     out, chosen = [], {}
     for name in doc["sweeps"]:
         training = set(pm.loso_training(name, {k: None for k in six}))
@@ -150,7 +157,7 @@ def isosim_predict_choice(results: Path, doc: Mapping[str, Any]) -> dict[str, An
     if cal.is_file():
         used_long = {k: v.get("method") for k, v in json.loads(cal.read_text()).items()}
     out = {}
-    for name in [k for k in doc["sweeps"] if not pl.second_learner(k)]:  # no isosim predict pick on the second learner
+    for name in [k for k in doc["sweeps"] if not pl.apart(k)]:  # no isosim predict pick on the second learner
         twin = pm.TWINS.get(name) or {v: k for k, v in pm.TWINS.items()}.get(name)
         drop = {keys.get("/".join(Path(x).parts[-2:])) for x in (name, twin) if x}
         train = [k for k in board["sweeps"] if k not in drop]
@@ -181,7 +188,8 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
     loso_rows, loso_chosen = loso_reader_rows(doc, rows)
     rows = rows + loso_rows
     second = [k for k in doc["sweeps"] if pl.second_learner(k)]
-    six = [k for k, v in doc["sweeps"].items() if not v["held_out"] and k not in second]
+    const = [k for k in doc["sweeps"] if pl.constant_lr(k)]
+    six = [k for k, v in doc["sweeps"].items() if not v["held_out"] and not pl.apart(k)]
     long = [k for k, v in doc["sweeps"].items() if v["held_out"]]
     for name, sw in doc["sweeps"].items():
         sw["summary"] = summarise([r for r in rows if r["sweep"] == name])
@@ -214,33 +222,37 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
         doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in rd.READINGS}
     doc["prospective"] = prospective(results, set(long))
     doc["second_learner"] = second_learner_block(rows, seen, second, chosen)
+    doc["constant_lr"] = second_learner_block(rows, seen, const, chosen)
     doc["simfit"] = simfit_bar(doc, rows)
     return doc
 
 
+APART = ("second_learner", "constant_lr")
+"""the blocks of the second learner's sweeps (the sqrt rule; one lr for every n), scored apart"""
 SIMFIT_BAR = ("fixed n = 8", "cheap leader @0.05")
 """the bar the calibrated simulator is held to: no higher mean regret than each, at overhead <= 0.05"""
 
 
 def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per block (the six 2e5 sweeps, the held-out long ones, all nine; the second learner's apart)
-    and reading: does each simfit calibration with overhead <= 0.05 have mean regret no higher than
-    :data:`SIMFIT_BAR`'s? With the replays on which it picked another n than 8 (a method that always
-    picks 8 is the constant)."""
+    """Per block (the six 2e5 sweeps, the held-out long ones, all nine; the second learner's two
+    apart) and reading: does each simfit calibration (and the frozen one read under the runs' lr
+    rule, :data:`isosim.validation.plane_methods.SIMFIT_LR`) with overhead <= 0.05 have mean regret
+    no higher than :data:`SIMFIT_BAR`'s? With the replays on which it picked another n than 8 (a
+    method that always picks 8 is the constant)."""
     from isosim.predict import simfit_frozen as sff
 
     out: dict[str, Any] = {"frozen": sff.FROZEN, "frozen_at": sff.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
                            "max_overhead": 0.05, "blocks": {}}
 
     def in_block(name: str, block: str) -> bool:
-        if block == "second_learner" or pl.second_learner(name):
-            return block == "second_learner" and pl.second_learner(name)
+        if block in APART or pl.apart(name):
+            return pl.apart(name) and block == ("constant_lr" if pl.constant_lr(name) else "second_learner")
         return block == "all_sweeps" or doc["sweeps"][name]["held_out"] == (block == "held_out")
 
-    for block in ("overall", "held_out", "all_sweeps", "second_learner"):
-        summary = (doc.get(block) or {}) if block != "second_learner" else (doc.get(block) or {}).get("summary", {})
+    for block in ("overall", "held_out", "all_sweeps", *APART):
+        summary = (doc.get(block) or {}) if block not in APART else (doc.get(block) or {}).get("summary", {})
         entry = {}
-        for label in sff.CALIBRATIONS:
+        for label in [*sff.CALIBRATIONS, pm.SIMFIT_LR]:
             if label not in summary or any(b not in summary for b in SIMFIT_BAR):
                 continue
             v = summary[label]
@@ -258,8 +270,9 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
 
 def second_learner_block(rows: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]], names: Sequence[str],
                          chosen: str | None) -> dict[str, Any]:
-    """The second organism's finished sweeps, apart from the first learner's: every method's summary
-    in both readings, the best fixed n in hindsight, the frozen method's verdicts (empty: none done)."""
+    """Finished sweeps scored apart from the first learner's (the second organism's, at one lr rule):
+    every method's summary in both readings, the best fixed n in hindsight, the frozen method's
+    verdicts (empty: none done)."""
     if not names:
         return {}
     summary = summarise([r for r in rows if r["sweep"] in names])

@@ -1,6 +1,7 @@
-"""The second learner's sweep read out: ``studies/results/organism_hard/measured.json``.
+"""The second learner's sweeps read out: ``studies/results/organism_hard/measured.json`` (the sqrt
+rule) and ``studies/results/organism_hard_const/measured.json`` (one lr for every n).
 
-For the sweep of ``--model organism-hard`` (its hard split, 128 training problems, T 0.6,
+For a sweep of ``--model organism-hard`` (its hard split, 128 training problems, T 0.6,
 n = 2..256, B_p 16, seeds 0 and 1, 1e6 rollouts a run), in both readings
 (:mod:`isosim.validation.readings`):
 
@@ -13,14 +14,21 @@ n = 2..256, B_p 16, seeds 0 and 1, 1e6 rollouts a run), in both readings
   profile-only prediction in both readings and its frontier n*, fixed n = 8, the frozen
   ``sbi-band`` reader and the cheap leader at 5 % of C, the frozen simfit method per seed) scored
   at its budget in each reading: regret (seed-mean value of the best n minus the pick's), regret
-  in seed se, within 2 se, in the tie band.
+  in seed se, within 2 se, in the tie band;
+- with ``--against`` (the constant-lr sweep's default: the sqrt-rule sweep of the same learner),
+  the two rules side by side: each n's seed-mean value at 1e5, 3e5 and 1e6 under each rule, and a
+  fixed n = 8's regret under each (:func:`rule_table`); and, where the sweep has the lr-aware
+  method's picks, the bar it is held to (:func:`bar`): at each budget and reading, its regret
+  against a fixed n = 8's and the cheap leader's at 5 % of C, and the goal (where n = 8 is more
+  than 2 se from the best, beat it by 2 se; elsewhere tie it).
 
     python studies/organism/organism_hard_measure.py                 # every run at 1e6: the committed file
+    python studies/organism/organism_hard_measure.py --sweep organism-hard-128-const   # the constant-lr sweep
     python studies/organism/organism_hard_measure.py --partial --out /tmp/partial.json   # runs still training
 
 Without ``--partial`` it refuses (one line, exit 2) while any run is short of the largest budget.
-With it, the output goes only to the ``--out`` named (never the committed path), is marked
-partial, and holds the budgets every run has reached.
+With it, the output goes only to the ``--out`` named (never a committed read-out, never under
+``studies/results``), is marked partial, and holds the budgets every run has reached.
 """
 
 from __future__ import annotations
@@ -45,11 +53,23 @@ from isosim.validation import crossing  # noqa: E402
 from isosim.validation import readings as rd  # noqa: E402
 from isosim.validation.adaptive import load_sweep  # noqa: E402
 
-RESULTS = ROOT / "studies" / "results" / "organism_hard"
+STUDIES = ROOT / "studies" / "results"
+RESULTS = STUDIES / "organism_hard"
 COMMITTED = RESULTS / "measured.json"
 MANIFEST = RESULTS / "manifest.json"
 SWEEP = "organism-hard-128"
+CONST = STUDIES / "organism_hard_const"
+SWEEPS = {SWEEP: {"runs": RESULTS / "hard-128", "manifest": MANIFEST, "out": COMMITTED, "against": None},
+          "organism-hard-128-const": {"runs": CONST / "hard-128", "manifest": CONST / "manifest.json",
+                                      "out": CONST / "measured.json", "against": RESULTS / "hard-128"}}
+"""each sweep's key -> its runs, manifest, committed read-out and the sweep it is set against"""
 BUDGETS = (1e4, 3e4, 1e5, 3e5, 1e6)
+TABLE_BUDGETS = (1e5, 3e5, 1e6)
+"""the budgets of the rule table and of the bar (those the predictions were committed at)"""
+LR_AWARE = "simfit lr-aware"
+"""the label of the lr-aware method's picks (its prediction entry's ``method`` starts so)"""
+CHEAP_LEADER = "cheap leader (level) @0.05"
+MAX_OVERHEAD = 0.05
 N_BOOT = 4000
 BOOT_SEED = 0
 SHARE = 0.05
@@ -119,6 +139,8 @@ def picks_of(entry: Mapping[str, Any], reads: str) -> list[dict[str, Any]]:
         for reading in rd.READINGS:
             for seed, ns in sorted(entry["picks"][reading].items()):
                 add(f"{entry['method']} ({seed})", reading, entry["budgets"], ns)
+            if "pooled_seeds_picks" in entry:  # both seeds' cheap runs in one fit: recommend --runs's answer
+                add(f"{entry['method']} (both seeds pooled)", reading, entry["budgets"], entry["pooled_seeds_picks"][reading])
     else:
         raise IsosimError(f"a prediction that reads {reads!r} is not one this read-out knows how to score")
     return out
@@ -170,10 +192,99 @@ def score(runs: Mapping[int, Mapping[int, rd.Curve]], picks: Sequence[Mapping[st
     return {"scored": scored, "summary": summary, "not_reached": pending}
 
 
+def lr_rule_of(folder: Path) -> str:
+    """The lr rule every run under ``folder`` was trained with (config.json ``lr_rule``; one rule)."""
+    rules = {json.loads(p.read_text()).get("lr_rule") or "sqrt" for p in sorted(Path(folder).glob("n*_bp*_s*/config.json"))}
+    if len(rules) != 1:
+        raise IsosimError(f"{folder}: the runs hold lr rules {sorted(rules) or 'none'}, not one")
+    return rules.pop()
+
+
+def rule_table(sweeps: Mapping[str, Mapping[int, Mapping[int, rd.Curve]]], budgets: Sequence[float] = TABLE_BUDGETS,
+               fixed: int = 8) -> dict[str, Any]:
+    """One learner under several lr rules (rule -> runs), per reading and budget: each n's seed-mean
+    value, the best n, the seed se, and a fixed n's regret (in value and in seed se)."""
+    out: dict[str, Any] = {"budgets": [float(b) for b in budgets], "rules": list(sweeps), "fixed_n": fixed}
+    for reading in rd.READINGS:
+        rows = []
+        for b in budgets:
+            for rule, runs in sweeps.items():
+                t = rd.truth_at(runs, b, reading)
+                r = rd.regret(t, fixed) if str(fixed) in t["mean"] else None
+                rows.append({"budget": float(b), "rule": rule, "mean": t["mean"], "best": t["best"],
+                             "seed_se": t["seed_se"], "tie_band": t["tie_band"],
+                             "fixed_regret": None if r is None else r["regret"],
+                             "fixed_regret_in_se": None if r is None or not r["seed_se"] > 0 else r["regret"] / r["seed_se"],
+                             "fixed_within_2se": None if r is None else r["within_2se"]})
+        out[reading] = rows
+    return out
+
+
+def markdown_table(table: Mapping[str, Any], reading: str = rd.HEADLINE) -> str:
+    """:func:`rule_table` as a Markdown table: one row per n, one column per budget and rule, then
+    the best n and the fixed n's regret (seed se) per column."""
+    rows = table[reading]
+    cols = [(r["budget"], r["rule"]) for r in rows]
+    ns = sorted({int(n) for r in rows for n in r["mean"]})
+    head = "| n | " + " | ".join(f"{b:.0e} {rule}" for b, rule in cols) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 1)]
+    for n in ns:
+        cells = []
+        for r in rows:
+            v = r["mean"].get(str(n))
+            cells.append("" if v is None else (f"**{v:.3f}**" if n == r["best"] else f"{v:.3f}"))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    fixed = table["fixed_n"]
+    lines.append(f"| n = {fixed}'s regret (se) | " + " | ".join(
+        "" if r["fixed_regret"] is None else f"{r['fixed_regret']:.3f} ({r['fixed_regret_in_se']:.1f})" for r in rows) + " |")
+    return "\n".join(lines)
+
+
+def bar(scored: Sequence[Mapping[str, Any]], budgets: Sequence[float] = TABLE_BUDGETS, fixed: str = "fixed n = 8",
+        leader: str = CHEAP_LEADER, method: str = LR_AWARE) -> dict[str, Any]:
+    """The lr-aware method's bar at each budget and reading, from the scored picks: its regret (the
+    mean over the seeds' own picks, as the plane scores a replay; and the pick from both seeds' runs
+    pooled, as ``recommend --runs`` gives it), against ``fixed``'s and ``leader``'s; ``meets`` when it
+    is no higher than either, at overhead <= 0.05 (the cheap run of n = 8 to 5 % of C, counted where
+    the pick is another n). The goal: where ``fixed`` is more than 2 se below the best, beat it by at
+    least 2 se; where it is within 2 se, tie it (within 2 se of the best)."""
+    rows = []
+    for reading in rd.READINGS:
+        for b in budgets:
+            at = [x for x in scored if x["reading"] == reading and x["budget"] == float(b)]
+            seeds = [x for x in at if x["label"].startswith(method) and "(seed " in x["label"]]
+            pooled = [x for x in at if x["label"].startswith(method) and x["label"].endswith("(both seeds pooled)")]
+            ref = {k: next((x for x in at if x["label"] == k), None) for k in (fixed, leader)}
+            if not seeds or any(v is None for v in ref.values()):
+                continue
+            se = seeds[0]["seed_se"]
+            reg = float(np.mean([x["regret"] for x in seeds]))
+            over = float(np.mean([0.0 if x["pick"] == 8 else MAX_OVERHEAD for x in seeds]))
+            gap = ref[fixed]["regret"] - reg
+            fixed_matters = ref[fixed]["regret"] > 2 * se + 1e-12
+            rows.append({
+                "reading": reading, "budget": float(b), "seed_se": se,
+                "method": {"picks": [x["pick"] for x in seeds], "regret": reg, "overhead": over,
+                           "pooled": None if not pooled else {"pick": pooled[0]["pick"], "regret": pooled[0]["regret"]}},
+                fixed: {"pick": ref[fixed]["pick"], "regret": ref[fixed]["regret"]},
+                leader: {"pick": ref[leader]["pick"], "regret": ref[leader]["regret"]},
+                "best_n": seeds[0]["best_n"],
+                "meets": bool(over <= MAX_OVERHEAD + 1e-12 and reg <= ref[fixed]["regret"] + 1e-12
+                              and reg <= ref[leader]["regret"] + 1e-12),
+                "gain_over_fixed_in_se": gap / se if se > 0 else math.nan,
+                "fixed_more_than_2se_behind": fixed_matters,
+                "goal": bool(gap >= 2 * se - 1e-12) if fixed_matters else bool(reg <= 2 * se + 1e-12)})
+    return {"method": method, "compared_with": [fixed, leader], "max_overhead": MAX_OVERHEAD, "rows": rows,
+            "meets_everywhere": bool(rows) and all(r["meets"] for r in rows),
+            "goal_everywhere": bool(rows) and all(r["goal"] for r in rows)}
+
+
 def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = False, manifest: Path | None = MANIFEST,
-          sweep: str = SWEEP, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED, root: Path = ROOT) -> dict[str, Any]:
+          sweep: str = SWEEP, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED, root: Path = ROOT,
+          against: Path | None = None) -> dict[str, Any]:
     """measured.json's content for the runs under ``folder`` (see the module docstring; the
-    manifest's files are named relative to ``root``)."""
+    manifest's files are named relative to ``root``; ``against``: another sweep of the same learner
+    at another lr rule, set beside it in ``rules``)."""
     budgets = sorted(float(b) for b in budgets)
     sw = load_sweep(folder)
     runs = sw["runs"]
@@ -197,6 +308,17 @@ def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = Fals
                 "readings": measure(runs, kept, n_boot, boot_seed)})
     if manifest is not None:
         doc["predictions"] = score(runs, committed_predictions(manifest, sweep, root))
+        if any(x["label"].startswith(LR_AWARE) for x in doc["predictions"]["scored"]):
+            doc["bar"] = bar(doc["predictions"]["scored"], [b for b in TABLE_BUDGETS if b in kept])
+    if against is not None:
+        other = load_sweep(against)["runs"]
+        rules = {lr_rule_of(folder): runs, lr_rule_of(against): other}
+        if len(rules) != 2:
+            raise IsosimError(f"--against {against}: its runs have the same lr rule as {folder}'s")
+        table_at = [b for b in TABLE_BUDGETS if b in kept and not short_runs(other, b)]
+        if table_at:
+            doc["rules"] = {"runs": {lr_rule_of(folder): _rel(folder), lr_rule_of(against): _rel(against)},
+                            **rule_table(dict(sorted(rules.items(), reverse=True)), table_at)}
     doc["bootstrap"] = {"resamples": n_boot, "rng_seed": [boot_seed, "reading index (best 0, final 1)"]}
     return doc
 
@@ -213,26 +335,38 @@ def _floats(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", default=str(RESULTS / "hard-128"), help="the sweep's folder of nN_bpB_sS runs")
+    p.add_argument("--sweep", default=SWEEP, help=f"the sweep's key in the manifest ({', '.join(SWEEPS)}: each "
+                   "names its runs, manifest, read-out and --against)")
+    p.add_argument("--runs", default="", help="the sweep's folder of nN_bpB_sS runs (default: the --sweep's)")
     p.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS))
-    p.add_argument("--manifest", default=str(MANIFEST), help="the predictions to score; 'none': score none")
-    p.add_argument("--sweep", default=SWEEP, help="the sweep's key in the manifest")
+    p.add_argument("--manifest", default="", help="the predictions to score (default: the --sweep's); 'none': score none")
+    p.add_argument("--against", default="", help="another lr rule's sweep of the same learner (default: the --sweep's); "
+                   "'none': no rule table")
     p.add_argument("--n-boot", type=int, default=N_BOOT)
     p.add_argument("--boot-seed", type=int, default=BOOT_SEED)
     p.add_argument("--partial", action="store_true", help="read runs still short of the largest budget (needs --out)")
-    p.add_argument("--out", default="", help=f"where to write (default {_rel(COMMITTED)}; with --partial: required)")
+    p.add_argument("--out", default="", help="where to write (default: the --sweep's committed read-out; with "
+                   "--partial: required, outside studies/results)")
     a = p.parse_args(argv)
     try:
-        out = Path(a.out) if a.out else COMMITTED
-        if a.partial and (not a.out or out.resolve() == COMMITTED.resolve()):
-            raise IsosimError(f"--partial writes only to an --out path of your own, never {_rel(COMMITTED)}")
+        preset = SWEEPS.get(a.sweep, {"runs": None, "manifest": None, "out": None, "against": None})
+        committed = preset["out"]
+        if not a.out and committed is None:
+            raise IsosimError(f"--sweep {a.sweep!r} has no committed read-out: pass --out (known: {', '.join(SWEEPS)})")
+        out = Path(a.out) if a.out else committed
+        if a.partial and (not a.out or out.resolve().is_relative_to(STUDIES.resolve())):
+            raise IsosimError(f"--partial writes only to an --out path of your own, never {_rel(committed or COMMITTED)} "
+                              "or anything under studies/results")
         if a.n_boot < 100:
             raise IsosimError(f"--n-boot must be at least 100, got {a.n_boot}")
-        folder = Path(a.runs)
-        if not folder.is_dir():
-            raise IsosimError(f"--runs {folder}: no such folder")
-        doc = build(folder, _floats(a.budgets), a.partial, None if a.manifest == "none" else Path(a.manifest),
-                    a.sweep, a.n_boot, a.boot_seed)
+        folder = Path(a.runs) if a.runs else preset["runs"]
+        if folder is None or not folder.is_dir():
+            raise IsosimError(f"--runs {folder}: no such folder" if folder else f"--sweep {a.sweep!r} needs --runs")
+        manifest = None if a.manifest == "none" else Path(a.manifest) if a.manifest else preset["manifest"]
+        against = None if a.against == "none" else Path(a.against) if a.against else preset["against"]
+        if against is not None and not against.is_dir():
+            raise IsosimError(f"--against {against}: no such folder")
+        doc = build(folder, _floats(a.budgets), a.partial, manifest, a.sweep, a.n_boot, a.boot_seed, against=against)
     except IsosimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -260,6 +394,16 @@ def report(doc: Mapping[str, Any], out: Path) -> None:
                                              for r, v in per.items()))
         if pred["not_reached"]:
             print(f"  {len(pred['not_reached'])} prediction pick(s) at budgets not reached yet")
+    if doc.get("bar"):
+        for r in doc["bar"]["rows"]:
+            m = r["method"]
+            print(f"  bar {r['reading']} {r['budget']:.0e}: lr-aware picks {m['picks']} regret {m['regret']:.4f}, "
+                  f"n = 8 {r['fixed n = 8']['regret']:.4f}, cheap leader {r[CHEAP_LEADER]['pick']} "
+                  f"{r[CHEAP_LEADER]['regret']:.4f}; se {r['seed_se']:.4f}; meets {r['meets']}, goal {r['goal']}")
+    if doc.get("rules"):
+        for reading in rd.READINGS:
+            print(f"{reading} reading:")
+            print(markdown_table(doc["rules"], reading))
     print(f"wrote {out}")
 
 
