@@ -230,7 +230,12 @@ def test_the_committed_predictions_are_read_whole():
     assert {p["reads"] for p in picks} == {"profile only", "cheap readers", "simfit"}
 
 
-def test_every_committed_prediction_came_before_the_records_it_did_not_read():
+READ_OUT = [k for k, v in hm.SWEEPS.items() if v["out"].is_file()]
+"""the sweeps whose read-out (records to 1e6) is committed"""
+
+
+@pytest.mark.parametrize("key", READ_OUT)
+def test_every_committed_prediction_came_before_the_records_it_did_not_read(key):
     """Recomputed from the git history, not read from the manifest's ``prospective`` flag: each
     prediction entry's first commit (found by its hash) comes before, in ancestry and in date, the
     first commit holding a record of the sweep past what it read (profile-only: any record past step
@@ -239,7 +244,8 @@ def test_every_committed_prediction_came_before_the_records_it_did_not_read():
     why = history_missing()
     if why:
         pytest.skip(f"commit order not checked: {why}")
-    sweep = json.loads(hm.MANIFEST.read_text())["sweeps"][hm.SWEEP]
+    preset = hm.SWEEPS[key]
+    sweep = json.loads(preset["manifest"].read_text())["sweeps"][key]
     assert len(sweep["predictions"]) == 3
     for p in sweep["predictions"]:
         made = first_commit_holding(p["file"], p["key"], p["entry_sha256"])
@@ -247,7 +253,7 @@ def test_every_committed_prediction_came_before_the_records_it_did_not_read():
         recomputed = committed_before(made, first_commit_past(sweep["runs"], p["cheap_budget"]))
         assert recomputed is True, f"{p['file']} was committed after a record it did not read"
         assert p["prospective"] is recomputed
-    assert all(x["prospective"] is True for x in hm.committed_predictions(hm.MANIFEST, hm.SWEEP))
+    assert all(x["prospective"] is True for x in hm.committed_predictions(preset["manifest"], key))
 
 
 def least_squares_slope(budgets: list[float], n_star: list[int]) -> float:
@@ -275,14 +281,24 @@ def test_long_sweep_read_out_matches_its_committed_tables():
     assert final == pytest.approx(1.7375, abs=1e-4)
 
 
-def test_the_committed_read_out_is_the_records():
+@pytest.mark.parametrize("key", READ_OUT)
+def test_the_committed_read_out_is_the_records(key):
     """measured.json, rebuilt from the committed records and manifest (the same bootstrap: 4,000
-    resamples, seed 0): every n*, tie band, crossing, slope and prediction score."""
-    committed = json.loads(hm.COMMITTED.read_text())
-    doc = json.loads(json.dumps(hm.build(ROOT / "studies/results/organism_hard/hard-128")))
-    assert not doc["partial"] and committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
-    for key in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p"):
-        assert_same_json(committed[key], doc[key], key, rel=1e-9, abs=1e-12)
+    resamples, seed 0): every n*, tie band, crossing, slope and prediction score, and, for the
+    constant-lr sweep, the rule table and the lr-aware method's bar."""
+    preset = hm.SWEEPS[key]
+    committed = json.loads(preset["out"].read_text())
+    doc = json.loads(json.dumps(hm.build(preset["runs"], manifest=preset["manifest"], sweep=key, against=preset["against"])))
+    assert not doc["partial"] and committed["sweep"] == key
+    if key == hm.SWEEP:
+        assert committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
+    for part in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p", "rules", "bar"):
+        assert (part in committed) == (part in doc), part
+        if part in doc:
+            assert_same_json(committed[part], doc[part], part, rel=1e-9, abs=1e-12)
+    if preset["against"] is not None:
+        assert set(doc["rules"]["runs"]) == {"sqrt", "constant"} and doc["rules"]["budgets"] == list(hm.TABLE_BUDGETS)
+        assert doc["bar"]["rows"] and {r["budget"] for r in doc["bar"]["rows"]} == set(hm.TABLE_BUDGETS)
 
 
 def _flat_at_32(n: int, i: int) -> float:
