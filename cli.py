@@ -638,6 +638,13 @@ def _calibrate_dynamics(runs_dir: Path, profile: Optional[Path], preset: Optiona
         raise IsosimError("--grid needs --budget (the budget every n is simulated to)")
     _check_budget(budget)
     params = [p.strip() for p in fit.split(",") if p.strip()] if fit else None
+    from isosim.predict import extrapolate
+
+    if max_rollouts is not None:
+        _check_budget(max_rollouts, "--max-rollouts")
+    not_read = extrapolate.check_cheap_reach(runs_dir, max_rollouts, n_list)  # a run that stopped short: one line
+    if not_read:
+        typer.echo(f"{runs_dir}: {not_read}")
     runs = dyn.read_cheap_runs(runs_dir, max_rollouts=max_rollouts, n_values=n_list)
     typer.echo(f"{runs_dir}: {len(runs.run_ids)} runs, n = {', '.join(str(g[0]) for g in runs.groups)}, "
                f"{len(runs.df)} records at or below {runs.max_rollouts if runs.max_rollouts is not None else 'any'} "

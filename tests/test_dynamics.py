@@ -137,6 +137,29 @@ def test_bad_input_is_one_line_exit_2(truth, tmp_path, monkeypatch, capsys, case
     assert not (tmp_path / "o.json").exists()
 
 
+def test_a_run_that_stopped_short_is_refused_in_one_line(truth, tmp_path, monkeypatch, capsys):
+    """One run cut to its first half: fitting every record would compare its short curve with the
+    others' whole ones; the refusal names it and the budget every run reached, and reading only to
+    that budget works."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    shutil.copytree(truth["runs"], runs)
+    rec = runs / "n16_s1" / "records.jsonl"
+    lines = rec.read_text().splitlines()
+    rec.write_text("".join(x + "\n" for x in lines[: len(lines) // 2]))
+    stop = json.loads(lines[len(lines) // 2 - 1])["rollouts"]
+    code, err = run_cli(monkeypatch, capsys, "calibrate", "--dynamics", runs, "--profile", truth["profile"],
+                        "--out", tmp_path / "o.json")
+    assert code == 2 and len(err.splitlines()) == 1 and not (tmp_path / "o.json").exists()
+    named = err.split("stopped short of their planned budget: ")[1].split(": every record is read")[0]
+    assert "n16" in named and "n4" not in named and named.count(" at ") == 1  # the one short run (its run_id)
+    assert f"--max-rollouts {stop:.0f}" in err
+    code, err = run_cli(monkeypatch, capsys, "calibrate", "--dynamics", runs, "--profile", truth["profile"],
+                        "--max-rollouts", "-5", "--out", tmp_path / "o.json")
+    assert code == 2 and "--max-rollouts" in err and len(err.splitlines()) == 1
+
+
 def test_new_fields_leave_old_runs_and_populations_alone(tmp_path):
     """lr_power and loading_dist at their defaults change no run id, plan id or draw; a log-uniform
     loading changes the loadings only, and lr_power replaces the lr rule's exponent."""

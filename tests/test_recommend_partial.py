@@ -241,6 +241,27 @@ def test_bad_partial_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys, cas
     one_line_error(code, err, *words)
 
 
+def test_a_run_that_stopped_short_is_named_and_every_run_read_where_all_reached(tmp_path, monkeypatch, capsys):
+    """Seed 1 of n = 8 stopped at 256 rollouts of the 1,024 seed 0 reached: the answer reads both
+    seeds to 256, and the line read names the short run; the same runs whole read to 1,024."""
+    from isosim.sim.profiles import write_profile
+
+    profile = write_profile(tmp_path / "p.json", np.full(200, 0.1), k=8)
+    long = [(0.0, 0.1), (256.0, 0.12), (512.0, 0.15), (768.0, 0.16), (1024.0, 0.17)]
+    runs = _write(tmp_path / "runs", {name: [{"run_id": name, "n": 8, "b_p": 16, "seed": seed, "step": i, "rollouts": r,
+                                              "val_avg": v, "n_train": 128, "n_val": 64} for i, (r, v) in enumerate(pts)]
+                                      for name, seed, pts in (("n8_s0", 0, long), ("n8_s1", 1, long[:2]))})
+    r = _json(monkeypatch, capsys, runs, profile)
+    assert "stopped short of their planned budget: n8_s1 at 256 of 1,024 rollouts" in r["read"]
+    assert "every n is read at 256 rollouts" in r["read"]
+    assert r["measured"] == {"8": 256.0} and r["cheap_rollouts"] == 256.0
+    whole = _write(tmp_path / "whole", {name: [{"run_id": name, "n": 8, "b_p": 16, "seed": seed, "step": i, "rollouts": x,
+                                                "val_avg": v, "n_train": 128, "n_val": 64} for i, (x, v) in enumerate(long)]
+                                        for name, seed in (("n8_s0", 0), ("n8_s1", 1))})
+    w = _json(monkeypatch, capsys, whole, profile)
+    assert "stopped short" not in w["read"] and w["measured"] == {"8": 1024.0}
+
+
 def test_one_n_without_profile_is_refused(tmp_path, monkeypatch, capsys):
     runs = _fake(tmp_path / "runs", {"n8": (8, 16, CURVE)})
     code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "2e4")

@@ -135,11 +135,12 @@ def read_out(fits: dict[tuple[int, int], dict], r0: dict[int, float], b_p: dict[
     return pd.DataFrame(rows)
 
 
-def check_cheap_reach(path: str | Path, max_rollouts: float, n_values: list[int] | None = None,
+def check_cheap_reach(path: str | Path, max_rollouts: float | None, n_values: list[int] | None = None,
                       **load: Any) -> str:
     """Refuse (one line naming them) runs that stopped short of their planned budget before the cheap
-    part's end (:func:`isosim.records.run_reach`, capped at ``max_rollouts``): their cheap curves would
-    be compared with longer ones. Returns the note naming run folders without records ('' if none)."""
+    part's end (:func:`isosim.records.run_reach`, capped at ``max_rollouts``; None: every record is
+    read): their cheap curves would be compared with longer ones. Returns the note naming run
+    folders without records ('' if none)."""
     from isosim.frontier.report import runs_without_records
     from isosim.integrations import load_runs
     from isosim.records import SHORT_ADVICE, run_reach
@@ -149,9 +150,9 @@ def check_cheap_reach(path: str | Path, max_rollouts: float, n_values: list[int]
         df = df[df["n"].isin(list(n_values))]
     reach = run_reach(df, runs_without_records(path), cap=max_rollouts) if len(df) else None
     if reach is not None and reach.short:
-        raise IsosimError(f"{reach.note()}: the cheap part reaches {max_rollouts:,.0f} rollouts, past where they "
-                          f"stopped (give --max-rollouts {reach.common:.0f}, the budget every run reached, or "
-                          f"{SHORT_ADVICE})")
+        upto = "every record is read" if max_rollouts is None else f"the cheap part reaches {max_rollouts:,.0f} rollouts"
+        raise IsosimError(f"{reach.note()}: {upto}, past where they stopped (give --max-rollouts {reach.common:.0f}, "
+                          f"the budget every run reached, or {SHORT_ADVICE})")
     return reach.note() if reach is not None else ""
 
 

@@ -195,7 +195,7 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
     """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``,
     read under the runs' lr rule (:func:`lr_rule_of`; ``maps``, ``sets``: ``--map`` and ``--set``
     for TensorBoard and W&B logs)."""
-    from isosim.integrations import default_metric, load_runs
+    from isosim.integrations import default_metric, load_competing_runs
     from isosim.predict.from_runs import cheap_curves
     from isosim.sim.profiles import read_profile
     from isosim.validation.readings import check_reading
@@ -205,7 +205,9 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
     problems = int(read_profile(profile).rates.size)
     path = Path(path)
-    df, what = load_runs(path, maps=maps, sets=sets)
+    # a run that stopped short of its planned budget: every run is read at the budget every run
+    # reached, and the line read names it (as the direct reader does)
+    df, what, _ = load_competing_runs(path, maps=maps, sets=sets)
     metric = default_metric(df)
     ns = measured_n(df, metric)
     if len(ns) > 2:
