@@ -322,6 +322,13 @@ def test_validate_local_resumes_without_rerunning_finished_runs(calibrated, asse
     md = (out / "validation.md").read_text()
     for heading in ("## Verdict", "## Prediction", "## Plan", "## Observed"):
         assert heading in md
+    fr = result["frontier"]
+    if fr is not None:  # the frontier table thinned as analyze prints it, a value read between evaluations marked
+        from isosim.frontier.report import interpolated, summary_rows
+
+        assert "| budget | observed n* | tie band | frontier reward | learning |" in md
+        assert all(f"| {' | '.join(row)} |" in md for row in summary_rows(fr, 8))
+        assert ("* interpolated: read between a run's evaluations" in md) == any(interpolated(fr))
     for fig in ("reward_curves.png", "n_star_predicted_vs_observed.png"):
         assert (out / "figures" / fig).stat().st_size > 1000
     # --- another plan in the same folder is refused

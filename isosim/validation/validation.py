@@ -293,11 +293,15 @@ def write_markdown(plan: Any, df: Any, result: dict[str, Any], path: Path) -> Pa
     ]
     fr = result.get("frontier")
     if fr:
-        idx = np.unique(np.linspace(0, len(fr["budgets"]) - 1, min(8, len(fr["budgets"]))).round().astype(int))
+        from isosim.frontier.report import INTERPOLATED, interpolated, summary_rows
+
         lines += ["## Frontier analysis of the real runs (isosim.frontier.report)", "",
-                  "| budget | observed n* | frontier reward |", "|---:|---:|---:|",
-                  *[f"| {fr['budgets'][i]:.0f} | {fr['n_star'][i]} | {fr['reward'][i]:.3f} |" for i in idx], "",
-                  real_n_sat_line(fr, int(df["n"].nunique())), ""]
+                  "| budget | observed n* | tie band | frontier reward | learning |", "|---:|---:|---:|---:|---:|",
+                  *[f"| {' | '.join(row)} |" for row in summary_rows(fr, 8)], ""]
+        if any(interpolated(fr)):
+            lines += [f"{INTERPOLATED} interpolated: read between a run's evaluations, above every evaluation any run "
+                      "had made by that budget.", ""]
+        lines += [real_n_sat_line(fr, int(df["n"].nunique())), ""]
     else:
         lines += ["## Frontier analysis", "", f"Failed: {result.get('frontier_error')}", ""]
     lines += ["## Figures", ""]

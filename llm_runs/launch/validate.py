@@ -350,6 +350,7 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
     figures = plot_validation(plan, df, metric, frontier, out / "figures", v)
     result = {"verdict": v, "frontier": None if frontier is None else {
         "budgets": frontier["budgets"], "n_star": frontier["n_star"], "reward": frontier["reward"],
+        **{k: frontier.get(k) for k in ("measured_by", "n_tol", "n_tie_hi", "learning")},
         "n_sat": frontier["fit"]["n_sat"], "figures": frontier["figures"]},
         "frontier_error": frontier_error, "figures": [str(f) for f in figures], "plan": plan.to_json()}
     _write_json(out / "validation.json", result)
