@@ -158,7 +158,7 @@ def explore(
     question: Optional[str] = typer.Option(None, help="q1 (default): fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
     allocation: Optional[str] = typer.Option(None, help="per-problem rollout rule at the same rollouts per step: uniform (default), filter, variance, knapsack or band"),
     seeds: Optional[int] = typer.Option(None, min=1, help="how many seeds per cell (default 3; quick 2)"),
-    seed: Optional[int] = typer.Option(None, help="base seed (seeds seed .. seed+seeds-1; default 0); also the bootstrap seed"),
+    seed: Optional[int] = typer.Option(None, min=0, help="base seed (seeds seed .. seed+seeds-1; default 0); also the bootstrap seed"),
     budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
     metric: str = typer.Option("avg", help="avg, best, worst (validation avg@k, best@k, worst@k) or a column"),
     device: str = typer.Option("cpu", help="cpu or cuda"),
@@ -221,7 +221,7 @@ def analyze(
     path: Path = typer.Argument(..., help="a sweep folder, a folder of runs (isosim records.jsonl or TensorBoard logs: TRL, verl), a W&B CSV export, or a CSV/Parquet/JSONL records table"),
     metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default: avg where validation is logged, else train_reward)"),
     n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
-    seed: int = typer.Option(0, help="bootstrap seed"),
+    seed: int = typer.Option(0, min=0, help="bootstrap seed"),
     tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder runs/analyze-<time>/; never the input folder unless --out names it)"),
     map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable)"),
@@ -323,7 +323,7 @@ def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems
     from isosim.validation.readings import check_reading
 
     _check_budget(budget)
-    for flag, value, least in (("--max-batch", max_batch, 1), ("--train-size", problems, 1),
+    for flag, value, least in (("--max-batch", max_batch, 1), ("--train-size (--problems)", problems, 1),
                                ("--val-size", val_size, 1), ("--warmup-steps", warmup_steps, 0)):
         if value is not None and value < least:
             raise IsosimError(f"{flag} must be >= {least} (got {value})")
@@ -501,10 +501,10 @@ def plan(
     n: Optional[str] = typer.Option(None, "--n", help="comma-separated n (completions per prompt) to compare, 2..256 (default: powers of two from 2 with --min-steps steps each)"),
     b_p: Optional[int] = typer.Option(None, "--b-p", help="prompts per update, one for every run (default 32, rounded up so that every n splits over the processes)"),
     processes: int = typer.Option(1, help="training processes (GPUs) per run, all nodes together"),
-    nodes: int = typer.Option(1, help="nodes per run"),
+    nodes: int = typer.Option(1, min=1, help="nodes per run"),
     max_per_device: int = typer.Option(8, help="most completions one device holds in a micro-batch; a larger update accumulates gradients"),
     seeds: int = typer.Option(1, help="runs per n (seeds --seed .. --seed+seeds-1)"),
-    seed: int = typer.Option(0, help="first seed"),
+    seed: int = typer.Option(0, min=0, help="first seed"),
     min_steps: int = typer.Option(10, help="fewest updates a cheap run may have"),
     schedule: Optional[str] = typer.Option(None, help="a two-stage n schedule N1:SHARE,N2 (e.g. 8:0.5,32: n = 8 for the first half of C's rollouts, then 32): its two stages at C and the simulator's view of it against constant n"),
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
@@ -568,7 +568,7 @@ def calibrate(
     out: Optional[Path] = typer.Option(None, help="profile JSON to write (explore --profile, train --calibration); default profile.json, with --dynamics dynamics.json"),
     splits: Optional[Path] = typer.Option(None, help="also write easy.jsonl / hard.jsonl (avg@k bands) into this folder"),
     max_new_tokens: Optional[int] = typer.Option(None, min=1, help="maximum response tokens (use what your runs use; default 1024, a shipped model's card's)"),
-    seed: int = typer.Option(0, help="sampling seed (with --dynamics: the first simulated seed)"),
+    seed: int = typer.Option(0, min=0, help="sampling seed (with --dynamics: the first simulated seed)"),
     temperature: Optional[float] = typer.Option(None, help="sampling temperature (the runs' temperature; default 0.6, a shipped model's card's)"),
     instruction: Optional[str] = typer.Option(None, help="text appended to each problem (default: the runs' \\boxed{} instruction, a shipped model's card's)"),
     precision: Optional[str] = typer.Option(None, help="auto (bf16 on GPU, fp32 on CPU; the default), fp32 or bf16"),
@@ -581,8 +581,8 @@ def calibrate(
     preset: Optional[str] = typer.Option(None, help="--dynamics: simulator preset to start from (default: the runs' recipe, easy or hard)"),
     max_rollouts: Optional[float] = typer.Option(None, help="--dynamics: read only records at or below this many rollouts (the cheap part; default: all)"),
     n: Optional[str] = typer.Option(None, "--n", help="--dynamics: comma-separated n values of the runs to fit (default: all)"),
-    seeds: Optional[int] = typer.Option(None, help="--dynamics: simulated seeds per n (default: as many as the runs have)"),
-    max_evals: int = typer.Option(150, help="--dynamics: most Nelder-Mead evaluations"),
+    seeds: Optional[int] = typer.Option(None, min=1, help="--dynamics: simulated seeds per n (default: as many as the runs have)"),
+    max_evals: int = typer.Option(150, min=1, help="--dynamics: most Nelder-Mead evaluations"),
     fit: Optional[str] = typer.Option(None, "--fit", help="--dynamics: comma-separated settings to fit instead of the default choice (lr, lr_power, transfer_frac, loading_lo, hard_loading, kl, wd)"),
     budget: Optional[float] = typer.Option(None, help="--dynamics: also simulate every n of --grid to this budget with the fitted dynamics (the n the runs measured and the n only simulated are named)"),
     grid: Optional[str] = typer.Option(None, "--grid", help="--dynamics with --budget: comma-separated n to simulate (default 2,4,8,16,32,64,128)"),
@@ -592,6 +592,8 @@ def calibrate(
     from isosim.errors import IsosimError
 
     _check_out(out or Path("dynamics.json" if dynamics is not None else "profile.json"), "file")
+    if not 0 < vllm_memory < 1:
+        raise IsosimError(f"--vllm-memory must lie between 0 and 1 (a share of the GPU's memory), got {vllm_memory}")
     if splits is not None:
         _check_out(splits, flag="--splits")
     if dynamics is not None:
@@ -741,7 +743,7 @@ def validate(
     n_boot: int = typer.Option(100, min=0, help="bootstrap resamples of the frontier analysis"),
     quick: bool = typer.Option(False, "--quick", help="predict from a small simulated sweep (seconds; for tests)"),
     partition: Optional[str] = typer.Option(None, help="slurm: partition"),
-    time_min: int = typer.Option(24 * 60, help="slurm: time limit per job, minutes (jobs requeue and resume)"),
+    time_min: int = typer.Option(24 * 60, min=1, help="slurm: time limit per job, minutes (jobs requeue and resume)"),
     nodes: int = typer.Option(1, min=1, help="slurm: nodes per run"),
     gpus_per_node: int = typer.Option(8, min=1, help="slurm: GPUs per node (accelerate processes)"),
     cpus_per_task: int = typer.Option(32, min=1, help="slurm: CPUs per node"),
@@ -779,6 +781,9 @@ def validate(
     from llm_runs.sampling.models import check_model
 
     check_model(model, launching=not dry_run)
+    read_here = train_size is None or (launcher == "local" and not dry_run)  # a SLURM plan's data may live there only
+    if read_here and not str(data).startswith("hf:") and not Path(data).is_file():  # before the prediction
+        raise IsosimError(f"--data {data}: no such data file (a JSON Lines file of problems, or hf:NAME)")
     if profile is not None:
         from isosim.sim.profiles import read_profile
 

@@ -293,3 +293,30 @@ def test_the_validation_summary_scores_the_long_predictions_as_the_plane_does_an
                   for v in measured[s]["plateaus"]["per_n"].values() for r in v["peak_rollouts"] if r > 2.7e5)
     assert late and all(f"{r:.1e}".replace("e+0", "e") in text for r in late), late
     assert "all by 2.7e5 but hard-512's n = 128 runs" in text
+
+
+HARD = str(ROOT / "studies/results/organism_hard/hard-128")
+EASY = str(ROOT / "studies/results/organism/splits/easy.jsonl")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["explore", "--preset", "easy", "--quick", "--seed", "-1"], ["--seed"]),  # was a numpy traceback
+    (["analyze", HARD, "--seed", "-1"], ["--seed"]),
+    (["plan", "--for", "trl", "--budget", "2e6", "--nodes", "0"], ["--nodes"]),  # was "--processes 1 must split ..."
+    (["plan", "--for", "trl", "--budget", "2e6", "--seed", "-2"], ["--seed"]),
+    (["recommend", "--budget", "2e6", "--problems", "-3"], ["--problems", "-3"]),  # the flag the user typed
+    (["calibrate", "--model", "x", "--data", "y", "--vllm-memory", "2"], ["--vllm-memory", "between 0 and 1"]),
+    (["calibrate", "--model", "x", "--data", "y", "--seed", "-1"], ["--seed"]),
+    (["calibrate", "--dynamics", HARD, "--profile", "p.json", "--max-evals", "0"], ["--max-evals"]),
+    (["calibrate", "--dynamics", HARD, "--profile", "p.json", "--seeds", "0"], ["--seeds"]),
+    (["validate", "--model", "organism", "--data", EASY, "--budget", "4096", "--time-min", "0", "--dry-run"], ["--time-min"]),
+    (["validate", "--model", "organism", "--data", "/nonexistent.jsonl", "--budget", "4096", "--dry-run"],
+     ["--data /nonexistent.jsonl", "no such data file"]),  # before the prediction's simulated sweep
+])
+def test_every_flag_is_checked_before_any_work(args, words, tmp_path, monkeypatch, capsys, no_sweep):
+    """Flags found unchecked by an audit of every command (each numeric flag at 0, -1, nan, inf, each
+    named choice misspelt): each is now one line and exit 2 before anything runs or is written."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(monkeypatch, capsys, *args, *(["--out", tmp_path / "o"] if args[0] != "recommend" else []))
+    one_line_error(code, err, *words)
+    assert not (tmp_path / "o").exists() and "predicting" not in out
