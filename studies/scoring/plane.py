@@ -117,6 +117,7 @@ if __name__ == "__main__":
     doc = main(out=out, fig=fig_dir / "plane.png")
     held = [("held-out long sweeps", {"summary": doc["held_out"]})] if doc["held_out"] else []
     held += [("the second learner", doc["second_learner"])] if doc.get("second_learner") else []
+    held += [("the second learner at one lr for every n", doc["constant_lr"])] if doc.get("constant_lr") else []
     for name, block in list(doc["sweeps"].items()) + [("all sweeps", {"summary": doc["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
@@ -124,7 +125,8 @@ if __name__ == "__main__":
                   f"within 2se {v['best']['within_2se']}/{v['replays']}  final: regret {v['final']['mean_regret']:.4f} "
                   f"within 2se {v['final']['within_2se']}/{v['replays']}")
     for block, h in [*doc["hindsight"].items(), *([("second learner", doc["second_learner"]["hindsight"])]
-                                                   if doc.get("second_learner") else [])]:
+                                                   if doc.get("second_learner") else []),
+                     *([("constant lr", doc["constant_lr"]["hindsight"])] if doc.get("constant_lr") else [])]:
         for reading, v in h.items():
             if v:
                 print(f"  {block}, {reading}: best fixed n in hindsight {v['n']} ({v['mean_regret']:.4f} over {v['replays']})")
@@ -137,6 +139,14 @@ if __name__ == "__main__":
         print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
     for k, v in (doc.get("second_learner") or {}).get("dominance", {}).items():
         print(f"  second learner: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for k, v in (doc.get("constant_lr") or {}).get("dominance", {}).items():
+        print(f"  constant lr: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for block, entries in doc["simfit"]["blocks"].items():
+        for label, e in entries.items():
+            if label in (doc["simfit"]["frozen"], "simfit lr-aware (frozen, read under the runs' lr rule)"):
+                print(f"  simfit bar, {block}: {label}: " + "; ".join(
+                    f"{r} {e[r]['mean_regret']:.4f} (minus n = 8 {e[r]['minus']['fixed n = 8']:+.4f}, minus the cheap "
+                    f"leader {e[r]['minus']['cheap leader @0.05']:+.4f}, meets {e[r]['meets_bar']})" for r in ("best", "final")))
     for name, why in doc["not_scored_yet"].items():
         print(f"  not scored yet: {name} ({why})")
     for sweep, preds in doc.get("prospective", {}).items():
