@@ -85,12 +85,12 @@ FAMILIES = {
                   f"{RESULTS}/organism_hard_const/prediction_simfit_lr.json"],
         "keys": {},
         "status": {"organism-hard-128-const": (
-            "cheap part only: the second organism at a constant lr (every n at 3e-4), the lead of its pilot "
-            "(studies/LOG.md, 2026-12-06); every run paused at its first step past 5e4 rollouts, committed with the "
-            "cheap readers' picks; prediction.json came before any run. The cheap part was rerun and recommitted "
-            "(2b41ccd: every value equal, the wall-clock fields wall_s and eval_s aside; the cheap readers' entry "
-            "recomputed unchanged), then prediction_simfit_lr.json (the lr-aware method, frozen) before any record "
-            "past 5e4. The records to 1e6 are not committed, so the records commit is the cheap part's")},
+            "complete: every run to 1e6 rollouts (the records commit). The second organism at a constant lr (every n "
+            "at 3e-4), the lead of its pilot (studies/LOG.md, 2026-12-06). prediction.json came before any run; the "
+            "cheap part (every run paused at its first step past 5e4 rollouts) was committed with the cheap readers' "
+            "picks, rerun and recommitted (2b41ccd: every value equal, the wall-clock fields wall_s and eval_s aside; "
+            "the cheap readers' entry recomputed unchanged); then prediction_simfit_lr.json (the lr-aware method, "
+            "frozen) before any record past 5e4. Each committed cheap records file is a byte prefix of its finished one")},
     },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has

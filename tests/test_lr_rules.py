@@ -125,16 +125,25 @@ def test_plan_help_names_the_rule_and_why(monkeypatch, capsys):
 # recommend --runs reads each run's lr, the runs' rule, and states the pick's lr
 # ----------------------------------------------------------------------------------------------
 def test_recommend_runs_reports_each_runs_lr_and_the_constant_rules_record(monkeypatch, capsys):
-    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", CONST_RUNS, "--budget", "1e6", "--json")
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", CONST_RUNS, "--budget", "2e6", "--json")
     assert code == 0, err
     r = json.loads(out)
     lrs = {run_id: v["lr"] for run_id, v in r["lr"]["each"].items()}
     assert len(lrs) == 16 and all(v == pytest.approx(3e-4) for v in lrs.values())
     assert r["lr"]["rule"] == "constant" and r["lr"]["pick_lr"] == pytest.approx(3e-4)
-    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", CONST_RUNS, "--budget", "1e6")
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", CONST_RUNS, "--budget", "2e6")
     assert "lr of each run: n2_bp16_s0 0.0003, n2_bp16_s1 0.0003, n4_bp16_s0 0.0003" in out
     assert "the runs' lr rule: constant (one lr, 0.0003, for every n)" in out
-    assert "made n = 2 collapse (.014 / .001 at 5e4 rollouts)" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "made n = 2 collapse (to .001)" in text and "n = 8 ended at .099 against n = 256's .195" in text
+    # the numbers are the committed read-out's (value at 1e6 rollouts, seed means; n = 8's regret in seed se)
+    m = json.loads((ROOT / "studies/results/organism_hard_const/measured.json").read_text())["rules"]
+    at = {(r["rule"], reading): r for reading in ("best", "final") for r in m[reading] if r["budget"] == 1e6}
+    fin = at[("constant", "final")]
+    assert (round(fin["mean"]["2"], 3), round(fin["mean"]["8"], 3), round(fin["mean"]["256"], 3), fin["best"]) == \
+        (0.001, 0.099, 0.195, 256)
+    assert (round(fin["fixed_regret_in_se"], 1), round(at[("constant", "best")]["fixed_regret_in_se"], 1),
+            round(at[("sqrt", "best")]["fixed_regret_in_se"], 1)) == (10.9, 4.4, 1.4)
 
 
 def test_recommend_runs_infers_the_sqrt_rule_and_gives_the_pick_its_lr(monkeypatch, capsys):

@@ -108,14 +108,15 @@ def test_reader_picks_refitted_on_hard_128(committed):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["organism/real/easy", "organism/real/hard", "organism_f8/hard-1238-t06",
                                   "organism_f8/hard-256", "organism_f8/hard-512", "organism_long/hard-128-long",
-                                  "organism_long/hard-512-long", "organism_long/hard-1238-long", "organism_hard/hard-128"])
+                                  "organism_long/hard-512-long", "organism_long/hard-1238-long", "organism_hard/hard-128",
+                                  "organism_hard_const/hard-128"])
 def test_reader_picks_refitted_on_every_sweep(committed, name):
     _same(committed["picks"][name], _reader_rows(name))
 
 
 def test_the_constants_are_on_the_plane(committed):
     o, sweeps = committed["overall"], committed["sweeps"]
-    six = [k for k, v in sweeps.items() if not v["held_out"] and not pl.second_learner(k)]
+    six = [k for k, v in sweeps.items() if not v["held_out"] and not pl.apart(k)]
     replays = o["cheap leader @0.05"]["replays"]
     assert replays == 84
     # n = 2 is not in the real sweeps' grids (4..128): not scored there, not invented

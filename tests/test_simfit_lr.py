@@ -141,4 +141,7 @@ def test_the_partial_note_says_when_the_runs_rule_is_not_the_one_the_method_was_
             "cheap_share": 0.05, "scored_share": 0.05}
     assert "sqrt rule" not in note({**base, "lr_rule": "sqrt"})
     said = note({**base, "lr_rule": "constant"})
-    assert "constant rule is read by a decay" in said and "not yet scored" in said
+    assert "constant rule is read by a decay" in said and "five of six" in said and "not the cheap leader" in said
+    # what the note says of the constant-lr sweep is its committed read-out's bar
+    bar = json.loads((ROOT / "studies/results/organism_hard_const/measured.json").read_text())["bar"]["rows"]
+    assert sum(r["goal"] and r["fixed_more_than_2se_behind"] for r in bar) == 5 and sum(not r["meets"] for r in bar) == 3

@@ -35,11 +35,12 @@ DEFAULT_BASE = 1e-6
 REL_TOL = 1e-3
 """two lrs are the same rule's when they agree to this relative tolerance (YAML and logs round)"""
 MEASURED = ("on the measured learners the sqrt rule gave a flat top (a fixed n = 8 within noise of the best n), "
-            "while one lr for every n made small n fall behind (organism-hard-128 at lr 3e-4: at 5e4 rollouts "
-            "n = 2 collapsed to .014 / .001 and n = 8 was .03-.06 below n = 32)")
-CONSTANT_ON_MEASURED = ("on the measured learner, one lr for every n (organism-hard-128 at lr 3e-4) made n = 2 "
-                        "collapse (.014 / .001 at 5e4 rollouts) and left n = 8 .03-.06 below n = 32, while the sqrt "
-                        "rule gave a flat top (n = 8 within noise of the best)")
+            "while one lr for every n made small n peak early and fall (organism-hard-128 at lr 3e-4, to 1e6 "
+            "rollouts: n = 2 collapsed to .001, n = 8 ended at .099 against n = 256's .195)")
+CONSTANT_ON_MEASURED = ("on the measured learner, one lr for every n (organism-hard-128 at lr 3e-4, to 1e6 rollouts) made "
+                        "n = 2 collapse (to .001) and small n peak early and fall: n = 8 ended at .099 against n = 256's "
+                        ".195 (10.9 seed se behind; 4.4 se by its best value), while the sqrt rule gave a flat top (n = 8 "
+                        "within 1.4 se of the best)")
 
 
 def lr_for(n: int, b_p: int, base: float, rule: str = DEFAULT_RULE) -> float:

@@ -268,8 +268,9 @@ def note(out: Mapping[str, Any]) -> str:
     if out.get("lr_rule", "sqrt") != "sqrt":
         txt += (f". Those sweeps trained at the sqrt rule; these runs' {out['lr_rule']} rule is read by a decay for the "
                 "walk a run takes beyond the sqrt rule, fitted to the cheap runs (isosim.predict.simfit_lr): a "
-                "mechanism chosen after one constant-lr sweep's cheap part, whose prediction for that sweep's full "
-                "budget was committed before its runs and is not yet scored")
+                "mechanism chosen after one constant-lr sweep's cheap part. Its picks for that sweep, committed "
+                "before its runs, beat a fixed n = 8 by at least 2 seed se in five of six budget-readings, but not "
+                "the cheap leader at 5 % of C in three (docs/organism.md)")
     if out["cheap_share"] > 2 * out["scored_share"]:
         txt += (f". The runs reach {out['cheap_share']:.1%} of C; the method was scored at "
                 f"{out['scored_share']:.1%} per measured n")

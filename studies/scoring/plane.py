@@ -85,7 +85,7 @@ def plot(doc: dict, path: Path, highlight: str | None = None) -> None:
                 ax.scatter(held[m]["mean_overhead"], held[m][reading]["mean_regret"], s=60 if m == highlight else 30,
                            facecolors="none", edgecolors="tab:olive" if m == highlight else "tab:blue" if "cheap" in m
                            else "black", marker="*" if m == highlight else "s")
-        six = sum(not v.get("held_out") and not pl.second_learner(k) for k, v in doc["sweeps"].items())
+        six = sum(not v.get("held_out") and not pl.apart(k) for k, v in doc["sweeps"].items())
         ax.set_title(f"{reading} reading, {next(iter(o.values()))['replays']} replays on {six} sweeps"
                      + (f"; hollow: held-out long sweeps ({next(iter(held.values()))['replays']} replays)" if held else ""),
                      fontsize=9)
