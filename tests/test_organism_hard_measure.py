@@ -373,5 +373,7 @@ def test_each_sweep_names_its_runs_manifest_and_read_out():
         assert key in json.loads(preset["manifest"].read_text())["sweeps"], key
         assert preset["out"].parent == preset["manifest"].parent
     assert hm.SWEEPS["organism-hard-128-const"]["against"] == hm.SWEEPS[hm.SWEEP]["runs"]
+    entry = json.loads((hm.CONST / "prediction_simfit_lr.json").read_text())["organism-hard-128-const"]
+    assert {int(n): s for n, s in entry["cheap_runs"].items()} == hm.LR_AWARE_CHEAP  # the bar's overhead
     assert hm.lr_rule_of(hm.SWEEPS[hm.SWEEP]["runs"]) == "sqrt"
     assert hm.lr_rule_of(hm.SWEEPS["organism-hard-128-const"]["runs"]) == "constant"

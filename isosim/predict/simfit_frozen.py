@@ -39,8 +39,8 @@ VARIANT = "clusters64"
 SCORES_FILE = RESULTS / f"simfit_{VARIANT}.json"
 """the study's scores of every calibration on the variant's banks, with each sweep's full fits"""
 BANK_FILE = RESULTS / f"simfit_bank_{VARIANT}.json"
-EXTRA_BANKS = {"organism_hard/hard-128": (RESULTS / "organism_hard" / f"simfit_bank_{VARIANT}.json", "hard-t0.6-128"),
-               "organism_hard_const/hard-128": (RESULTS / "organism_hard" / f"simfit_bank_{VARIANT}.json", "hard-t0.6-128")}
+_HARD_128 = (RESULTS / "organism_hard" / f"simfit_bank_{VARIANT}.json", "hard-t0.6-128")
+EXTRA_BANKS = {"organism_hard/hard-128": _HARD_128, "organism_hard_const/hard-128": _HARD_128}
 """banks of sweeps outside the nine (a sweep name -> bank file and key); the second learner's sweep at
 one lr for every n shares its sqrt-rule sweep's bank (the same setting: a bank simulates every step
 size, no lr rule)"""

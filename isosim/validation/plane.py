@@ -111,10 +111,19 @@ def constant_lr(name: str) -> bool:
     return name.startswith(CONST + "/")
 
 
+APART_BLOCKS = {SECOND: "second_learner", CONST: "constant_lr"}
+"""the folders of the sweeps scored apart from the first learner's -> their block in ``plane.json``"""
+
+
+def apart_block(name: str) -> str | None:
+    """The block a sweep scored apart belongs to (:data:`APART_BLOCKS`), or None: a first-learner sweep."""
+    return APART_BLOCKS.get(name.split("/", 1)[0])
+
+
 def apart(name: str) -> bool:
     """Scored apart from the first learner's sweeps (the second learner's, at either lr rule): none
     of the first learner's fits or choices reads it."""
-    return second_learner(name) or constant_lr(name)
+    return apart_block(name) is not None
 
 
 def _nearest(budgets: list[float], picks: list[Any]) -> Callable[[float], int | None]:

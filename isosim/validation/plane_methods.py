@@ -211,41 +211,6 @@ def simfit_fit(model: str, wide: bool, training: Mapping[str, Mapping[str, Any]]
             "trained_on": names}
 
 
-def simfit_pick(label: str, a: Allowed) -> dict[str, int] | None:
-    """A simfit calibration's picks at one replay (None where the sweep has no committed bank)."""
-    from isosim.predict import simfit_frozen as sff
-
-    spec = sff.CALIBRATIONS[label]
-    bank = sff.bank_of(a.sweep)
-    if bank is None or a.fitted is None:
-        return None
-    points = [(int(n), float(r), float(v)) for n, c in a.runs[a.seed].items() for r, v in c]
-    got = sff.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"],
-                     stay=tuple(spec["cheap"]) if spec["stay"] else ())
-    return {r: got[r]["pick"] for r in rd.READINGS}
-
-
-def _simfit_methods() -> None:
-    """The simulator calibrated on the sweep's cheap runs (:mod:`isosim.predict.simfit_frozen`):
-    every calibration the simfit study scored, its prior and tie band fitted on the other sweeps."""
-    from functools import partial
-
-    from isosim.predict import simfit_frozen as sff
-
-    for label, spec in sff.CALIBRATIONS.items():
-        cheap = ", ".join(f"n = {n} to {s:g} C" for n, s in spec["cheap"].items()) or "no run"
-        note = (f"simulator ({sff.VARIANT} bank of the sweep's setting) calibrated on {cheap}; prior and tie band from "
-                "the other sweeps' full fits" + ("; keeps the measured n when it is in the simulated tie band"
-                                                 if spec["stay"] else "")
-                + ("; the method frozen before the second learner" if label == sff.FROZEN else ""))
-        register(Method(label, partial(simfit_pick, label), runs=tuple(spec["cheap"]),
-                        share=max(spec["cheap"].values(), default=0.0), fit=partial(simfit_fit, spec["model"], spec["wide"]),
-                        kind="simfit", note=note))
-
-
-_simfit_methods()
-
-
 SIMFIT_LR = "simfit lr-aware (frozen, read under the runs' lr rule)"
 """the frozen simfit calibration read under the runs' lr rule (:mod:`isosim.predict.simfit_lr`)"""
 
@@ -258,32 +223,52 @@ def lr_rule(settings: Mapping[str, Any]) -> str:
     return slr.check_rule(str(settings.get("lr_rule") or "sqrt"))
 
 
-def simfit_lr_pick(a: Allowed) -> dict[str, int] | None:
-    """The frozen calibration's picks under the sweep's lr rule (None where it has no committed bank)."""
+def simfit_pick(label: str, a: Allowed, read_rule: bool = False) -> dict[str, int] | None:
+    """A simfit calibration's picks at one replay (None where the sweep has no committed bank); with
+    ``read_rule``, read under the runs' lr rule (:mod:`isosim.predict.simfit_lr`: under the sqrt
+    rule, the same picks)."""
     from isosim.predict import simfit_frozen as sff
     from isosim.predict import simfit_lr as slr
 
-    spec = sff.CALIBRATIONS[sff.FROZEN]
+    spec = sff.CALIBRATIONS[label]
     bank = sff.bank_of(a.sweep)
     if bank is None or a.fitted is None:
         return None
     points = [(int(n), float(r), float(v)) for n, c in a.runs[a.seed].items() for r, v in c]
-    got = slr.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"],
-                     tuple(spec["cheap"]), lr_rule(a.settings))
+    stay = tuple(spec["cheap"]) if spec["stay"] else ()
+    if read_rule:
+        got = slr.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"], stay,
+                         lr_rule(a.settings))
+    else:
+        got = sff.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"], stay=stay)
     return {r: got[r]["pick"] for r in rd.READINGS}
 
 
-def _simfit_lr_method() -> None:
+def _simfit_methods() -> None:
+    """The simulator calibrated on the sweep's cheap runs (:mod:`isosim.predict.simfit_frozen`):
+    every calibration the simfit study scored, its prior and tie band fitted on the other sweeps;
+    and the frozen one read under the runs' lr rule (:data:`SIMFIT_LR`)."""
     from functools import partial
 
     from isosim.predict import simfit_frozen as sff
 
-    spec = sff.CALIBRATIONS[sff.FROZEN]
-    register(Method(SIMFIT_LR, simfit_lr_pick, runs=tuple(spec["cheap"]), share=max(spec["cheap"].values()),
-                    fit=partial(simfit_fit, spec["model"], spec["wide"]), kind="simfit",
-                    note="the frozen calibration (" + sff.FROZEN + ") read under the runs' lr rule (config.json "
-                         "lr_rule): the step's exponent shifted by the rule's, a decay for the walk beyond the sqrt "
-                         "rule fitted to the same cheap run; under the sqrt rule, the frozen calibration itself"))
+    def method(name: str, label: str, note: str, read_rule: bool = False) -> Method:
+        spec = sff.CALIBRATIONS[label]
+        return Method(name, partial(simfit_pick, label, read_rule=read_rule), runs=tuple(spec["cheap"]),
+                      share=max(spec["cheap"].values(), default=0.0),
+                      fit=partial(simfit_fit, spec["model"], spec["wide"]), kind="simfit", note=note)
+
+    for label, spec in sff.CALIBRATIONS.items():
+        cheap = ", ".join(f"n = {n} to {s:g} C" for n, s in spec["cheap"].items()) or "no run"
+        note = (f"simulator ({sff.VARIANT} bank of the sweep's setting) calibrated on {cheap}; prior and tie band from "
+                "the other sweeps' full fits" + ("; keeps the measured n when it is in the simulated tie band"
+                                                 if spec["stay"] else "")
+                + ("; the method frozen before the second learner" if label == sff.FROZEN else ""))
+        register(method(label, label, note))
+    register(method(SIMFIT_LR, sff.FROZEN, "the frozen calibration (" + sff.FROZEN + ") read under the runs' lr rule "
+                    "(config.json lr_rule): the step's exponent shifted by the rule's, a decay for the walk beyond the "
+                    "sqrt rule fitted to the same cheap run; under the sqrt rule, the frozen calibration itself",
+                    read_rule=True))
 
 
-_simfit_lr_method()
+_simfit_methods()

@@ -30,6 +30,8 @@ READERS = ("lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid",
 ISOSIM_READERS = ("steps", "steps-near", "steps-offset", "steps-sigmoid", "sbi", "sbi-band", "sbi-band1")
 """the isosim readers the freeze rule chose among (studies/LOG.md, 2026-12-04, the plane)"""
 COMPARE = ("cheap leader @0.05", "successive halving (C/16)", "successive halving (C/32)", "fixed n = 8")
+APART = tuple(pl.APART_BLOCKS.values())
+"""the blocks of the second learner's sweeps (the sqrt rule; one lr for every n), scored apart"""
 LOSO_SHARE = 0.05
 LOSO_READER = "isosim reader, chosen without the scored sweep @0.05"
 TIE = 0.0002
@@ -187,8 +189,6 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
     rows, seen = doc.pop("rows"), doc.pop("replays")
     loso_rows, loso_chosen = loso_reader_rows(doc, rows)
     rows = rows + loso_rows
-    second = [k for k in doc["sweeps"] if pl.second_learner(k)]
-    const = [k for k in doc["sweeps"] if pl.constant_lr(k)]
     six = [k for k, v in doc["sweeps"].items() if not v["held_out"] and not pl.apart(k)]
     long = [k for k, v in doc["sweeps"].items() if v["held_out"]]
     for name, sw in doc["sweeps"].items():
@@ -221,14 +221,12 @@ def document(results: Path, readers: tuple[str, ...] = READERS, stored: Mapping[
         doc["held_out_dominance"] = verdicts(doc["held_out"], chosen)
         doc["held_out_covers"] = {reading: pl.covers(held, chosen, reading) for reading in rd.READINGS}
     doc["prospective"] = prospective(results, set(long))
-    doc["second_learner"] = second_learner_block(rows, seen, second, chosen)
-    doc["constant_lr"] = second_learner_block(rows, seen, const, chosen)
+    for block in APART:
+        doc[block] = apart_summary(rows, seen, [k for k in doc["sweeps"] if pl.apart_block(k) == block], chosen)
     doc["simfit"] = simfit_bar(doc, rows)
     return doc
 
 
-APART = ("second_learner", "constant_lr")
-"""the blocks of the second learner's sweeps (the sqrt rule; one lr for every n), scored apart"""
 SIMFIT_BAR = ("fixed n = 8", "cheap leader @0.05")
 """the bar the calibrated simulator is held to: no higher mean regret than each, at overhead <= 0.05"""
 
@@ -246,7 +244,7 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
 
     def in_block(name: str, block: str) -> bool:
         if block in APART or pl.apart(name):
-            return pl.apart(name) and block == ("constant_lr" if pl.constant_lr(name) else "second_learner")
+            return block == pl.apart_block(name)
         return block == "all_sweeps" or doc["sweeps"][name]["held_out"] == (block == "held_out")
 
     for block in ("overall", "held_out", "all_sweeps", *APART):
@@ -268,8 +266,8 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
     return out
 
 
-def second_learner_block(rows: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]], names: Sequence[str],
-                         chosen: str | None) -> dict[str, Any]:
+def apart_summary(rows: Sequence[Mapping[str, Any]], seen: Sequence[Mapping[str, Any]], names: Sequence[str],
+                  chosen: str | None) -> dict[str, Any]:
     """Finished sweeps scored apart from the first learner's (the second organism's, at one lr rule):
     every method's summary in both readings, the best fixed n in hindsight, the frozen method's
     verdicts (empty: none done)."""

@@ -68,6 +68,8 @@ TABLE_BUDGETS = (1e5, 3e5, 1e6)
 """the budgets of the rule table and of the bar (those the predictions were committed at)"""
 LR_AWARE = "simfit lr-aware"
 """the label of the lr-aware method's picks (its prediction entry's ``method`` starts so)"""
+LR_AWARE_CHEAP = {8: 0.05}
+"""the lr-aware method's cheap runs (n -> share of C: its prediction entry's ``cheap_runs``)"""
 CHEAP_LEADER = "cheap leader (level) @0.05"
 MAX_OVERHEAD = 0.05
 N_BOOT = 4000
@@ -193,8 +195,11 @@ def score(runs: Mapping[int, Mapping[int, rd.Curve]], picks: Sequence[Mapping[st
 
 
 def lr_rule_of(folder: Path) -> str:
-    """The lr rule every run under ``folder`` was trained with (config.json ``lr_rule``; one rule)."""
-    rules = {json.loads(p.read_text()).get("lr_rule") or "sqrt" for p in sorted(Path(folder).glob("n*_bp*_s*/config.json"))}
+    """The lr rule every run under ``folder`` was trained with (config.json ``lr_rule``, read as the
+    plane reads it: :func:`isosim.validation.plane_methods.lr_rule`; one rule)."""
+    from isosim.validation.plane_methods import lr_rule
+
+    rules = {lr_rule(json.loads(p.read_text())) for p in sorted(Path(folder).glob("n*_bp*_s*/config.json"))}
     if len(rules) != 1:
         raise IsosimError(f"{folder}: the runs hold lr rules {sorted(rules) or 'none'}, not one")
     return rules.pop()
@@ -221,8 +226,8 @@ def rule_table(sweeps: Mapping[str, Mapping[int, Mapping[int, rd.Curve]]], budge
 
 
 def markdown_table(table: Mapping[str, Any], reading: str = rd.HEADLINE) -> str:
-    """:func:`rule_table` as a Markdown table: one row per n, one column per budget and rule, then
-    the best n and the fixed n's regret (seed se) per column."""
+    """:func:`rule_table` as a Markdown table: one row per n, one column per budget and rule (the
+    best n's value in bold), and a last row of the fixed n's regret (seed se) per column."""
     rows = table[reading]
     cols = [(r["budget"], r["rule"]) for r in rows]
     ns = sorted({int(n) for r in rows for n in r["mean"]})
@@ -245,8 +250,8 @@ def bar(scored: Sequence[Mapping[str, Any]], budgets: Sequence[float] = TABLE_BU
     """The lr-aware method's bar at each budget and reading, from the scored picks: its regret (the
     mean over the seeds' own picks, as the plane scores a replay; and the pick from both seeds' runs
     pooled, as ``recommend --runs`` gives it), against ``fixed``'s and ``leader``'s; ``meets`` when it
-    is no higher than either, at overhead <= 0.05 (the cheap run of n = 8 to 5 % of C, counted where
-    the pick is another n). The goal: where ``fixed`` is more than 2 se below the best, beat it by at
+    is no higher than either, at overhead <= 0.05 (the cheap runs of :data:`LR_AWARE_CHEAP`, counted
+    where the pick is another n). The goal: where ``fixed`` is more than 2 se below the best, beat it by at
     least 2 se; where it is within 2 se, tie it (within 2 se of the best)."""
     rows = []
     for reading in rd.READINGS:
@@ -259,7 +264,7 @@ def bar(scored: Sequence[Mapping[str, Any]], budgets: Sequence[float] = TABLE_BU
                 continue
             se = seeds[0]["seed_se"]
             reg = float(np.mean([x["regret"] for x in seeds]))
-            over = float(np.mean([0.0 if x["pick"] == 8 else MAX_OVERHEAD for x in seeds]))
+            over = float(np.mean([sum(share for n, share in LR_AWARE_CHEAP.items() if n != x["pick"]) for x in seeds]))
             gap = ref[fixed]["regret"] - reg
             fixed_matters = ref[fixed]["regret"] > 2 * se + 1e-12
             rows.append({
@@ -312,12 +317,13 @@ def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = Fals
             doc["bar"] = bar(doc["predictions"]["scored"], [b for b in TABLE_BUDGETS if b in kept])
     if against is not None:
         other = load_sweep(against)["runs"]
-        rules = {lr_rule_of(folder): runs, lr_rule_of(against): other}
-        if len(rules) != 2:
+        rule, other_rule = lr_rule_of(folder), lr_rule_of(against)
+        if rule == other_rule:
             raise IsosimError(f"--against {against}: its runs have the same lr rule as {folder}'s")
         table_at = [b for b in TABLE_BUDGETS if b in kept and not short_runs(other, b)]
         if table_at:
-            doc["rules"] = {"runs": {lr_rule_of(folder): _rel(folder), lr_rule_of(against): _rel(against)},
+            rules = {rule: runs, other_rule: other}
+            doc["rules"] = {"runs": {rule: _rel(folder), other_rule: _rel(against)},
                             **rule_table(dict(sorted(rules.items(), reverse=True)), table_at)}
     doc["bootstrap"] = {"resamples": n_boot, "rng_seed": [boot_seed, "reading index (best 0, final 1)"]}
     return doc
