@@ -255,12 +255,13 @@ def analyze(
 
 
 def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool,
-                    maps: list[str], sets: list[str]) -> dict:
+                    maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None) -> dict:
     from isosim.files import dumps_json
-    from isosim.predict import choice
+    from isosim.predict import choice, partial
 
     r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets)
     r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
+    r["lr_read"] = partial.direct_lr_note(runs, budget, maps, sets, lr_tuned_at)
     if as_json:
         typer.echo(dumps_json(r))
         return r
@@ -281,6 +282,8 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         typer.echo(r["n_matters"]["line"])
     for line in r["lr"]["lines"]:
         typer.echo(line)
+    if r["lr_read"]:
+        typer.echo(r["lr_read"]["line"])
     return r
 
 
@@ -375,10 +378,12 @@ def recommend(
     warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", help="with --runs --profile: warm-up steps of the runs, where their config.json does not say (default 0)"),
     map_: list[str] = typer.Option([], "--map", help="with --runs, TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable; as analyze's), e.g. --map val_avg=eval/accuracy"),
     set_: list[str] = typer.Option([], "--set", help="with --runs, TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable; as analyze's)"),
+    lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="with --runs: the n at which the runs' lr was tuned (default: what the runs' config.json or plan says, else n = 8); each run's lr is read against what the calibration gives its n from there"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
     with --runs, the n to choose from cheap runs of every n; with --runs and --profile, from cheap
-    runs of one or two n (the calibrated simulator reads them and simulates every other n)."""
+    runs of one n, two or every n, each read at the lr it had (the calibrated simulator reads them
+    and carries every n to the budget)."""
     from isosim.errors import IsosimError
     from isosim.frontier.report import metric_column
     from isosim.predict import recommend as rec
@@ -402,11 +407,13 @@ def recommend(
                               f"{', '.join(given)} would be ignored (drop it, or drop --runs to simulate)")
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
+        if lr_tuned_at is not None and lr_tuned_at < 2:
+            raise IsosimError(f"--lr-tuned-at is the n the runs' lr was tuned at (2 or more), got {lr_tuned_at}")
         if profile is not None:
             _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
-                               map_, set_)
+                               map_, set_, lr_tuned_at)
             return
-        r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_)
+        r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_, lr_tuned_at)
         if for_ is not None:
             _write_full_run(runs, budget, for_, method, reading, as_json, r)
         return
@@ -455,14 +462,14 @@ def recommend(
 
 def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, as_json: bool, for_: Optional[str],
                        train_size: Optional[int], val_size: Optional[int], warmup: Optional[int],
-                       maps: list[str], sets: list[str]) -> None:
-    """recommend --runs --profile: one or two measured n, the others simulated (isosim.predict.partial)."""
+                       maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None) -> None:
+    """recommend --runs --profile: one n, two or every n, each read at its lr (isosim.predict.partial)."""
     from isosim.files import dumps_json
     from isosim.predict import partial
 
     with _working("simulating every n on the runs' setting (a few seconds to two minutes)"):
         r = partial.recommend_partial(runs, profile, budget, reading, train_size, val_size, warmup,
-                                      maps=maps, sets=sets)
+                                      maps=maps, sets=sets, lr_tuned_at=lr_tuned_at)
     r["lr"] = _runs_lr(runs, r, maps, sets, assumed=r["lr_rule"])
     if as_json:
         typer.echo(dumps_json(r))
@@ -510,6 +517,7 @@ def plan(
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
     lr: Optional[float] = typer.Option(None, "--lr", help="BASE learning rate: each run's lr at the reference batch of B_p x n = 1024 rollouts a step, scaled by --lr-rule (default 1e-6, TRL's default learning_rate)"),
     lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 4-11 seed se below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
+    lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="the n at which you tuned --lr (at this plan's B_p): that n's runs get --lr exactly and --lr-rule scales the others from there (e.g. --lr 1e-6 --lr-tuned-at 8: TRL's default lr at its default num_generations); without it --lr is the lr at B_p x n = 1024"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
 ) -> None:
     """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:
@@ -533,7 +541,7 @@ def plan(
     req = plan_files.Request(trainer=for_, budget=budget, share=share, ns=_n_list(n, "4,8,16"), b_p=b_p,
                              seeds=seeds, seed=seed, min_steps=min_steps, schedule=schedule, budget_note=note,
                              hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device),
-                             lr=lr, lr_rule=lr_rule)
+                             lr=lr, lr_rule=lr_rule, lr_tuned_at=lr_tuned_at)
     plan_files.check_request(req)  # every flag before a folder is made
     fresh = out is None
     out = (out or _fresh_out("plan")).resolve()

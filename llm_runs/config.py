@@ -65,6 +65,8 @@ class RunConfig:
     val_data: str | None = _f(None, "validation problems (same formats); default: hold out --val-size of --data")
     val_size: int = _f(300, "validation problems (held out from --data, or the first ones of --val-data)")
     max_train_problems: int | None = _f(None, "keep at most this many training problems (a seeded choice)")
+    train_subset_seed: int | None = _f(None, "seed of the --max-train-problems choice (default: the split's seed, "
+                                             "so runs of every earlier sweep keep their subset)")
     calibration: str | None = _f(None, "calibration JSON {ids, rates, k} for difficulty filtering")
     pass_rate_min: float = _f(0.0, "keep training problems whose calibrated pass rate is >= this")
     pass_rate_max: float = _f(1.0, "keep training problems whose calibrated pass rate is <= this")
@@ -206,6 +208,7 @@ class RunConfig:
         need(self.budget_tokens is None or self.budget_tokens > 0, "budget_tokens must be > 0")
         need(self.val_size >= 1, "val_size must be >= 1 (evaluation needs validation problems)")
         need(self.max_train_problems is None or self.max_train_problems >= 1, "max_train_problems must be >= 1")
+        need(self.train_subset_seed is None or self.train_subset_seed >= 0, "train_subset_seed must be >= 0")
         need(0.0 <= self.pass_rate_min <= self.pass_rate_max <= 1.0,
              "pass rate range must satisfy 0 <= pass_rate_min <= pass_rate_max <= 1")
         need(self.max_prompt_tokens >= 1, "max_prompt_tokens must be >= 1")

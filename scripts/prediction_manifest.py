@@ -92,6 +92,17 @@ FAMILIES = {
             "the cheap readers' entry recomputed unchanged); then prediction_simfit_lr.json (the lr-aware method, "
             "frozen) before any record past 5e4. Each committed cheap records file is a byte prefix of its finished one")},
     },
+    f"{RESULTS}/organism_const8/manifest.json": {
+        "sweeps": {"organism-hard-256-const8": f"{RESULTS}/organism_const8/hard-256"},
+        "files": [f"{RESULTS}/organism_const8/prediction_cheap.json", f"{RESULTS}/organism_const8/prediction_lr.json"],
+        "keys": {},
+        "status": {"organism-hard-256-const8": (
+            "the first organism on 256 problems of its hard split never swept (train_subset_seed 20261207), every n at "
+            "one lr, 1.0607e-4: the sqrt rule's lr for n = 8. Its cheap part (every run paused at its first step past "
+            "5e4 rollouts) was committed with the cheap readers' picks and prediction_lr.json (the method frozen at "
+            "07a27e7 and the lr-read model in both forms, frozen with the lr grid's calibration before the cheap part "
+            "was read) before any record past 5e4")},
+    },
 }
 """manifest path -> its sweeps (name -> runs folder), the prediction files, and the keys a sweep has
 in them when they are not its name"""
@@ -206,6 +217,9 @@ def reads(entry: dict, root: Path = ROOT) -> dict[str, Any]:
                               "budget": float(entry["max_rollouts"]), "n_boot": 200}}
     if entry.get("method") == "cheap readers":  # llm_runs.organism.cheap_picks: each C read from its share of it
         return {"reads": "cheap readers", "cheap_budget": float(max(entry["cheap_budgets"])), "n_values": None,
+                "recompute": None}
+    if str(entry.get("method", "")).startswith("lr-read"):  # studies/scoring/const8_predict.py: every n's cheap part
+        return {"reads": "lr-read", "cheap_budget": float(max(entry["cheap_budgets"])), "n_values": None,
                 "recompute": None}
     if str(entry.get("method", "")).startswith("simfit"):  # studies/scoring/simfit_organism_hard.py: its cheap runs' n
         return {"reads": "simfit", "cheap_budget": float(max(entry["cheap_budgets"])),

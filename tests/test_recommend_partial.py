@@ -222,7 +222,6 @@ CURVE = [(0.0, 0.1), (256.0, 0.12), (512.0, 0.15)]
     ("step0", [], ["no evaluation after step 0"]),
     ("one", ["--budget", "300"], ["past the budget"]),
     ("one", ["--budget", "600"], ["--budget 600", "fewer than 20 update steps"]),
-    ("three", [], ["--profile goes with one or two measured n", "3"]),
     ("bp", [], ["several B_p"]),
     ("one", ["--method", "level"], ["--method", "would be ignored"]),
     ("one", ["--train-size", "256"], ["--train-size 256 contradicts", "128"]),

@@ -19,12 +19,13 @@ STUDIES = Path(__file__).resolve().parents[1] / "studies"
 BUILDERS = ("scoring/sbi_bank.py", "allocation/organism_measured.py", "scoring/simfit_organism_hard.py",
             "scoring/simfit.py", "fidelity/curve_fidelity.py", "fidelity/flat_regime.py",
             "organism/organism_hard_measure.py", "organism/pilot_criterion.py", "scoring/simfit_lr_const.py",
-            "organism/const_vs_sqrt.py")
+            "organism/const_vs_sqrt.py", "scoring/lr_grid.py", "scoring/const8_bank.py", "scoring/const8_predict.py")
 """scripts that write one results file from runs, or read one (the plane's simulated bank, the
 organism allocation check's measured.json, the frozen simfit method's organism-hard prediction, the
 simfit calibrations scored on the nine sweeps, the curve-fidelity table, the flat-regime ablation,
 the second organism's measured.json, the learner search's pilot criterion, the lr-aware method's
-constant-lr picks, the two lr rules' cheap parts compared), with no --quick scale"""
+constant-lr picks, the two lr rules' cheap parts compared, the lr grid's calibration, the one-lr-for-n = 8
+sweep's bank and predictions), with no --quick scale"""
 ALL = sorted(str(p.relative_to(STUDIES)) for p in STUDIES.glob("*/*.py") if str(p.relative_to(STUDIES)) not in BUILDERS)
 RUN = ("paper/baseline.py",)
 

@@ -43,10 +43,10 @@ CONSTANT_ON_MEASURED = ("on the measured learner, one lr for every n (organism-h
                         "within 1.4 se of the best)")
 
 
-def lr_for(n: int, b_p: int, base: float, rule: str = DEFAULT_RULE) -> float:
+def lr_for(n: int, b_p: int, base: float, rule: str = DEFAULT_RULE, ref_batch: float = LR_REF_BATCH) -> float:
     """The lr of a run of ``n`` completions per prompt and ``b_p`` prompts a step, by ``rule`` from
-    ``base`` at the reference batch."""
-    return scaled_lr(base, b_p * n, LR_REF_BATCH, rule)
+    ``base`` at ``ref_batch`` rollouts a step (at that batch, ``base`` itself, exactly)."""
+    return scaled_lr(base, b_p * n, ref_batch, rule)
 
 
 def base_of(lr: float, batch: float, rule: str) -> float:

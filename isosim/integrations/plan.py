@@ -87,7 +87,9 @@ class Run:
     lr_rule: str | None = None
     """the rule that gave ``lr`` from ``base_lr`` (:mod:`isosim.integrations.lr`)"""
     base_lr: float | None = None
-    """the lr at the reference batch of 1024 rollouts a step"""
+    """the lr at the reference batch ``lr_ref_batch``"""
+    lr_ref_batch: float | None = None
+    """the rollouts a step at which ``base_lr`` was set (1024, or B_p x the n the user tuned it at)"""
 
     @property
     def rollouts(self) -> int:
@@ -278,7 +280,7 @@ def verl_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
 def isosim_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
     """``llm_runs.training.train`` settings: the run stops at its budget of ``steps * B_p * n``."""
     lr = {} if run.lr is None else {"lr": run.lr, "base_lr": run.base_lr, "lr_rule": run.lr_rule,
-                                    "lr_ref_batch": LR_REF_BATCH}
+                                    "lr_ref_batch": run.lr_ref_batch or LR_REF_BATCH}
     return {"n": run.n, "b_p": run.b_p, "budget": run.rollouts, "seed": run.seed, "out": log_dir, **lr}
 
 
@@ -286,9 +288,10 @@ SETTINGS = {"trl": trl_settings, "verl": verl_settings, "isosim": isosim_setting
 
 
 def make_run(trainer: str, n: int, b_p: int, steps: int, seed: int, hw: Hardware, log_dir: str,
-             name: str | None = None, lr: tuple[float, str] | None = None) -> Run:
-    """One run with its trainer's settings, checked against the trainer's rules; ``lr``: (BASE, rule),
-    the run's learning rate by that rule from BASE at the reference batch (None: the trainer's default)."""
+             name: str | None = None, lr: tuple | None = None) -> Run:
+    """One run with its trainer's settings, checked against the trainer's rules; ``lr``: (BASE, rule)
+    or (BASE, rule, reference batch), the run's learning rate by that rule from BASE at the
+    reference batch (default 1024; None: the trainer's default)."""
     check_n(n)
     check_split(trainer, n, b_p, hw.processes)
     if steps < 1:
@@ -296,7 +299,8 @@ def make_run(trainer: str, n: int, b_p: int, steps: int, seed: int, hw: Hardware
     run = Run(name or run_name(n, seed), n, b_p, steps, seed)
     if lr is not None:
         run.base_lr, run.lr_rule = float(lr[0]), lr[1]
-        run.lr = lr_for(n, b_p, run.base_lr, run.lr_rule)
+        run.lr_ref_batch = float(lr[2]) if len(lr) > 2 else float(LR_REF_BATCH)
+        run.lr = lr_for(n, b_p, run.base_lr, run.lr_rule, run.lr_ref_batch)
     run.settings = SETTINGS[trainer](run, hw, log_dir)
     per_device, accum = micro_batch(n, b_p, hw)
     if accum > 1 and trainer != "isosim":

@@ -56,11 +56,23 @@ class Request:
     """BASE: the lr at the reference batch (None: ``isosim.integrations.lr.DEFAULT_BASE``, TRL's default)"""
     lr_rule: str = LR.DEFAULT_RULE
     """sqrt or constant (:mod:`isosim.integrations.lr`)"""
+    lr_tuned_at: int | None = None
+    """the n at which the user tuned ``lr`` (at the plan's B_p): that n's runs get ``lr`` exactly and
+    the rule scales the others from there (None: ``lr`` is the lr at 1024 rollouts a step)"""
 
 
-def lr_of(req: Request) -> tuple[float, str]:
-    """(BASE, rule) of every run of the request."""
-    return (LR.DEFAULT_BASE if req.lr is None else req.lr), req.lr_rule
+def lr_of(req: Request, b_p: int) -> tuple[float, str, float]:
+    """(BASE, rule, reference batch) of every run of the request at ``b_p`` prompts a step."""
+    ref = float(b_p * req.lr_tuned_at) if req.lr_tuned_at is not None else float(LR.LR_REF_BATCH)
+    return (LR.DEFAULT_BASE if req.lr is None else req.lr), req.lr_rule, ref
+
+
+def lr_where(req: Request, b_p: int) -> str:
+    """Where the request's BASE lr holds, in words."""
+    base, _, ref = lr_of(req, b_p)
+    if req.lr_tuned_at is not None:
+        return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}, where it was tuned: --lr-tuned-at)"
+    return f"{base:g} at B_p x n = {LR.LR_REF_BATCH}"
 
 
 def check_request(req: Request) -> None:
@@ -68,6 +80,11 @@ def check_request(req: Request) -> None:
         raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {req.trainer!r}")
     P.check_budget(req.budget, req.share)
     P.check_lr(req.lr, req.lr_rule)
+    if req.lr_tuned_at is not None:
+        if req.lr is None:
+            raise IsosimError("--lr-tuned-at says where --lr was tuned: give --lr too")
+        if req.lr_tuned_at < 2:
+            raise IsosimError(f"--lr-tuned-at is the n your lr was tuned at (2 or more), got {req.lr_tuned_at}")
     req.hardware.check()
     if req.seeds < 1:
         raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
@@ -106,7 +123,7 @@ def build(req: Request, out: Path) -> dict[str, Any]:
         for seed in range(req.seed, req.seed + req.seeds):
             name = P.run_name(n, seed)
             runs.append(P.make_run(req.trainer, n, b_p, steps, seed, req.hardware, str(out / "runs" / name),
-                                   lr=lr_of(req)))
+                                   lr=lr_of(req, b_p)))
     return {"b_p": b_p, "ns": ns, "cheap": cheap, "runs": runs, "notes": notes}
 
 
@@ -268,7 +285,7 @@ def schedule_files(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
     m1 = P.steps_for(req.budget * s1, n1, b_p)
     m2 = P.steps_for(req.budget - m1 * b_p * n1, n2, b_p)
     folder = out / "schedule"
-    lr = lr_of(req)
+    lr = lr_of(req, b_p)
     one = P.make_run(trainer, n1, b_p, m1, req.seed, hw, str(folder / f"stage1-n{n1}"), name=f"stage1-n{n1}", lr=lr)
     two = P.make_run(trainer, n2, b_p, m2, req.seed, hw, str(folder / f"stage2-n{n2}"), name=f"stage2-n{n2}", lr=lr)
     # stage 1 saves its model where stage 2 loads it: train_grpo.py saves to output_dir; verl writes
@@ -309,7 +326,7 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
             "completions per device in a micro-batch.",
             "", f"Trainer: {what}.", "", *[f"- {n}" for n in sweep["notes"]], "",
             "| run | n | B_p | steps | rollouts | lr | memory |", "|---|---|---|---|---|---|---|", table, "",
-            *lr_md(req), "", "## 0. Install", "", *INSTALL[t], "", "## 1. Run the sweep", "",
+            *lr_md(req, sweep["b_p"]), "", "## 0. Install", "", *INSTALL[t], "", "## 1. Run the sweep", "",
             "Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
             "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "", "The first run's line:", "",
             "```", lines[0], "```", ""]
@@ -349,15 +366,17 @@ LR_KEY = {"trl": "`learning_rate` in each run's config.yaml", "verl": "`actor_ro
           "run's overrides", "isosim": "`lr` (with `base_lr`, `lr_rule`, `lr_ref_batch`) in each run's config.json"}
 
 
-def lr_md(req: Request) -> list[str]:
+def lr_md(req: Request, b_p: int) -> list[str]:
     """The plan README's learning-rate section: which rule, from which BASE, and why."""
-    base, rule = lr_of(req)
+    base, rule, ref = lr_of(req, b_p)
     given = ("given by --lr" if req.lr is not None else
              f"--lr not given: TRL's default learning_rate, {LR.DEFAULT_BASE:g}, taken as the lr at the reference batch")
-    formula = (f"lr = {base:g} x sqrt(B_p x n / {LR.LR_REF_BATCH})" if rule == "sqrt" else f"lr = {base:g} for every n")
+    if req.lr_tuned_at is not None:
+        given += f", tuned at n = {req.lr_tuned_at} (--lr-tuned-at): that n's runs get it exactly"
+    formula = (f"lr = {base:g} x sqrt(B_p x n / {ref:g})" if rule == "sqrt" else f"lr = {base:g} for every n")
     text = ["## Learning rate", "",
             f"Each run's lr is written in its settings ({LR_KEY[req.trainer]}) by the **{rule}** rule (--lr-rule) from "
-            f"BASE = {base:g} ({given}) at the reference batch of B_p x n = {LR.LR_REF_BATCH} rollouts a step: "
+            f"BASE = {base:g} ({given}) at the reference batch of B_p x n = {ref:g} rollouts a step: "
             f"{formula}.", "",
             f"Why sqrt is the default: {LR.MEASURED}."]
     if rule == "constant":
@@ -454,8 +473,8 @@ def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str],
             f"each run at most {sweep['cheap']:.4g} rollouts ({req.share:g} of C = {req.budget:.4g}), "
             f"{req.hardware.processes} process(es)  ->  {out}"]
     text += [f"  note: {n}" for n in sweep["notes"]]
-    base, rule = lr_of(req)
-    text.append(f"  lr: the {rule} rule from {base:g} at B_p x n = {LR.LR_REF_BATCH}"
+    _, rule, _ = lr_of(req, sweep["b_p"])
+    text.append(f"  lr: the {rule} rule from {lr_where(req, sweep['b_p'])}"
                 + ("" if req.lr is not None else " (--lr not given: TRL's default lr as that BASE)")
                 + f"; why, in {out / 'README.md'}")
     for r in runs:

@@ -37,13 +37,16 @@ from typing import Any, Sequence
 import pandas as pd
 
 from isosim.errors import IsosimError
+from isosim.predict import lr_read as lrr
 from isosim.predict import simfit_frozen as sff
 
 DEFAULT_VAL_SIZE = 512
 """validation problems simulated when neither the runs nor ``--val-size`` say (SimConfig's default)"""
 GRID_N = (2, 4, 8, 16, 32, 64, 128, 256)
 """the n compared (the plane's grid), with the measured n added; each kept where C affords 20 updates"""
-SCORED_SHARE = {sff.FROZEN: 0.05, sff.TWO_RUNS: 0.025}
+LR_ONE = "lr-read, one n"
+LR_EVERY = "lr-read, every n"
+SCORED_SHARE = {sff.FROZEN: 0.05, sff.TWO_RUNS: 0.025, LR_ONE: 0.05, LR_EVERY: 0.05}
 """the share of C each measured n was run to where the method was scored"""
 
 
@@ -153,6 +156,74 @@ def setting_of(path: Path, df: pd.DataFrame, b_p: int, problems: int, train_size
     return values, sources
 
 
+TUNED_AT_DEFAULT = 8
+"""the n a user's lr is taken to have been tuned at where nothing says (TRL's default num_generations)"""
+
+
+def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
+    """(lr, batch) where a plan's request says its lr was set (``isosim plan --lr [--lr-tuned-at N]``)."""
+    from isosim.integrations import plan_files
+
+    plan = plan_files.find_plan(Path(path)) if Path(path).exists() else None
+    if plan is None:
+        return None
+    try:
+        req = json.loads((plan / plan_files.PLAN_FILE).read_text()).get("request", {})
+    except (OSError, ValueError):
+        return None
+    if req.get("lr") is None:
+        return None
+    tuned = req.get("lr_tuned_at")
+    from isosim.integrations.lr import LR_REF_BATCH
+    return float(req["lr"]), float(b_p * int(tuned) if tuned else LR_REF_BATCH)
+
+
+def runs_lrs(path: Path, df: pd.DataFrame, ns: Sequence[int], b_p: int, rule: str) -> tuple[dict[int, float] | None, str]:
+    """Each n's lr: the measured n's own (one lr per n), every other n's by the runs' ``rule`` from
+    them; None where no run's lr is found."""
+    from isosim.integrations import lr as LR
+
+    per_run = LR.run_lrs(path, df)
+    by_n: dict[int, set] = {}
+    for r in per_run.values():
+        if r["lr"] is not None:
+            by_n.setdefault(int(r["n"]), set()).add(round(float(r["lr"]), 15))
+    mixed = {n: v for n, v in by_n.items() if len(v) > 1}
+    if mixed:
+        n, v = next(iter(sorted(mixed.items())))
+        raise IsosimError(f"the runs of n = {n} hold several lrs ({', '.join(f'{x:g}' for x in sorted(v))}): "
+                          "seeds of one n must share an lr; read one lr at a time")
+    if not by_n:
+        return None, "no run's lr found"
+    lrs = {n: v.pop() for n, v in by_n.items()}
+    bases = [LR.base_of(v, b_p * n, rule) for n, v in lrs.items()]
+    base = float(sum(bases) / len(bases))
+    out = {int(n): lrs.get(int(n), LR.scaled_lr(base, b_p * int(n), LR.LR_REF_BATCH, rule)) for n in set(ns) | set(lrs)}
+    return out, "each run's own lr; every other n's by the runs' rule"
+
+
+def anchor_of(path: Path, lrs: Mapping[int, float], b_p: int, tuned_at: int | None) -> Any:
+    """Where the runs' lr was set (:class:`isosim.predict.lr_read.Anchor`): ``--lr-tuned-at N`` (the lr
+    of n = N there); else the run folders' ``config.json`` (``base_lr`` at ``lr_ref_batch``); else
+    their plan's request (``--lr`` at ``--lr-tuned-at``'s batch, or at 1024); else n =
+    :data:`TUNED_AT_DEFAULT`, said as an assumption."""
+    from isosim.predict import lr_read as lrr
+
+    if tuned_at is not None:
+        if tuned_at not in lrs:
+            raise IsosimError(f"--lr-tuned-at {tuned_at}: no lr for n = {tuned_at} (n = {', '.join(map(str, sorted(lrs)))})")
+        return lrr.Anchor(lrs[tuned_at], float(b_p * tuned_at), f"--lr-tuned-at {tuned_at}")
+    bases, refs = _config_values(path, "base_lr"), _config_values(path, "lr_ref_batch")
+    if len(bases) == 1 and len(refs) == 1:
+        return lrr.Anchor(float(bases.pop()), float(refs.pop()), "config.json (base_lr at lr_ref_batch)")
+    plan = _plan_anchor(path, b_p)
+    if plan is not None:
+        return lrr.Anchor(plan[0], plan[1], "the plan's --lr (isosim_plan.json)")
+    n = TUNED_AT_DEFAULT if TUNED_AT_DEFAULT in lrs else min(lrs, key=lambda m: (abs(math.log(m / TUNED_AT_DEFAULT)), m))
+    return lrr.Anchor(lrs[n], float(b_p * n), f"assumed: the lr was tuned at n = {n} (TRL's default num_generations "
+                                              f"is {TUNED_AT_DEFAULT}); --lr-tuned-at N says where")
+
+
 def _profile_key(profile: str | Path) -> str:
     return hashlib.sha256(Path(profile).read_bytes()).hexdigest()
 
@@ -191,10 +262,13 @@ def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], bud
 def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
                       train_size: int | None = None, val_size: int | None = None,
                       warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
-                      sets: Sequence[str] = ()) -> dict[str, Any]:
-    """The calibrated simulator's answer for the cheap runs at ``path`` (one or two n) at ``budget``,
-    read under the runs' lr rule (:func:`lr_rule_of`; ``maps``, ``sets``: ``--map`` and ``--set``
-    for TensorBoard and W&B logs)."""
+                      sets: Sequence[str] = (), lr_tuned_at: int | None = None) -> dict[str, Any]:
+    """The calibrated simulator's answer for the cheap runs at ``path`` (one n, two, or every n) at
+    ``budget``, each run read at the lr it had (:func:`runs_lrs`, from where it was set:
+    :func:`anchor_of`; ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs).
+    Where every n's lr is the calibration's (the sqrt rule from where it was set), one or two n are
+    the frozen method or the two-run calibration; otherwise :mod:`isosim.predict.lr_read` reads
+    them, one n or every n, with one model."""
     from isosim.integrations import default_metric, load_competing_runs
     from isosim.predict.from_runs import cheap_curves
     from isosim.sim.profiles import read_profile
@@ -209,10 +283,6 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
     # reached, and the line read names it (as the direct reader does)
     df, what, _ = load_competing_runs(path, maps=maps, sets=sets)
     metric = default_metric(df)
-    ns = measured_n(df, metric)
-    if len(ns) > 2:
-        raise IsosimError(f"--profile goes with one or two measured n, the runs hold {len(ns)} "
-                          f"(n = {', '.join(map(str, ns))}): drop --profile, the direct reader reads every n")
     by_seed, b_p, _ = cheap_curves(df, metric)
     runs: dict[int, dict[int, list]] = {}
     for seed, curves in by_seed.items():
@@ -225,11 +295,31 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
     setting, sources = setting_of(path, df, b_p, problems, train_size, val_size, warmup)
     rule, sources["lr_rule"] = lr_rule_of(path, df, b_p, lr_rule)
-    setting = sff.user_setting(runs, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
     grid = sff.grid_for(budget, b_p, sorted(set(GRID_N) | set(runs)))
+    lrs, sources["lr"] = runs_lrs(path, df, grid, b_p, rule)
+    anchor = anchor_of(path, lrs, b_p, lr_tuned_at) if lrs else None
+    rho = lrr.rhos(lrs, b_p, anchor) if lrs else None
+    calibrated = rho is None or lrr.at_calibration(rho)
+    if not calibrated or len(runs) > 2:
+        setting = sff.user_setting({8: {}}, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
+    else:
+        setting = sff.user_setting(runs, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
     t0 = time.perf_counter()
     bank = bank_for(profile, setting, sorted(set(grid) | set(runs)), budget)
-    got = sff.user_pick(bank, runs, grid, budget, rule)
+    if calibrated and len(runs) <= 2:
+        got = sff.user_pick(bank, runs, grid, budget, "sqrt")
+    else:
+        if lrs is None:  # no lr found: every n read at the calibration's lr (said in the note)
+            from isosim.sim.config import scaled_lr
+
+            got = lr_read_pick(bank, runs, grid, budget,
+                               {n: scaled_lr(1.0, b_p * n, 1024, "sqrt") for n in set(grid) | set(runs)},
+                               lrr.Anchor(1.0, 1024.0, "none found"))
+        else:
+            got = lr_read_pick(bank, runs, grid, budget, lrs, anchor)
+    got["lr_read"] = {"anchor": None if anchor is None else {"lr": anchor.lr, "batch": anchor.batch, "from": anchor.source},
+                      "rho": None if rho is None else {str(n): rho[n] for n in sorted(rho)},
+                      "at_calibration": calibrated, "lr": None if lrs is None else {str(n): lrs[n] for n in sorted(lrs)}}
     other = "final" if reading == "best" else "best"
     per_n = {}
     for n in sorted(set(grid) | set(runs)):
@@ -249,43 +339,87 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
                                                          "measured", "simulated", "theta", "v0", "rms",
                                                          "points", "scores_nine_sweeps")}}
     out["tie_band_value"] = got["tie_band"]
+    out["lr_read"] = got["lr_read"]
     out["note"] = note(out)
     return out
+
+
+def lr_read_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]],
+                 grid: Sequence[int], budget: float, lrs: Mapping[int, float], anchor: Any) -> dict[str, Any]:
+    """:func:`isosim.predict.lr_read.read_runs` under the frozen prior and tie band, with the learner's
+    lr calibration: one n, or every n (two or more measured), with what :func:`note` reads."""
+    doc = sff.frozen()
+    prior = {p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()}
+    band = float(doc["settings"]["tie_band_value"])
+    got = lrr.read_runs(bank, runs, grid, budget, lrs, anchor, prior, band, lrr.learner_calibration(),
+                        every=len(runs) > 1)
+    measured = {int(n): max(r for c in seeds.values() for r, _ in c) for n, seeds in runs.items()}
+    got.update({"method": LR_EVERY if got["form"] == "every n" else LR_ONE, "frozen": False,
+                "frozen_commit": doc["commit"], "tie_band": band,
+                "measured": {str(n): measured[n] for n in sorted(measured)},
+                "simulated": [int(n) for n in grid if n not in measured], "budget": float(budget),
+                "scores_nine_sweeps": None})
+    return got
 
 
 def note(out: Mapping[str, Any]) -> str:
     """What the answer is and how far to trust it, with the scored numbers."""
     k = len(out["measured"])
     s = out["scores_nine_sweeps"]
-    txt = (f"a simulation from cheap runs of {'one n' if k == 1 else 'two n'} ({len(out['simulated'])} n simulated), "
-           "not a measurement of the other n")
+    many = {1: "one n", 2: "two n"}.get(k, f"{k} n")
+    txt = (f"a simulation from cheap runs of {many} ({len(out['simulated'])} n simulated), "
+           "not a measurement of the other n" if out["simulated"] else
+           f"a simulation calibrated on the cheap runs of {many}, each carried to C by the model")
     if s:
         cmp = "; ".join(f"{r}: {s[r]:.4f} vs {s['fixed n = 8'][r]:.4f}" for r in ("best", "final"))
         verdict = ("marginally below a fixed n = 8's, within the seed noise, and in-sample (chosen after scoring)"
                    if out["frozen"] else "above a fixed n = 8's: this calibration is worse than that constant there")
         txt += (f". On the nine organism sweeps ({s['replays']} replays, overhead {s['overhead']:.3f}) its mean regret "
                 f"({cmp}) is {verdict}")
-    if out.get("lr_rule", "sqrt") != "sqrt":
-        txt += (f". Those sweeps trained at the sqrt rule; these runs' {out['lr_rule']} rule is read by a decay for the "
-                "walk a run takes beyond the sqrt rule, fitted to the cheap runs (isosim.predict.simfit_lr): a "
-                "mechanism chosen after one constant-lr sweep's cheap part. Its picks for that sweep, committed "
-                "before its runs, beat a fixed n = 8 by at least 2 seed se in five of six budget-readings, but not "
-                "the cheap leader at 5 % of C in three (docs/organism.md)")
+    lr = out.get("lr_read") or {}
+    if lr.get("rho") is None:
+        txt += (". No run's lr was found: each n was read as if it had the lr the calibration gives it (the sqrt rule "
+                "from where the lr was set); give the runs' lr (their settings files, or --set lr=...) to read it")
+    elif not lr.get("at_calibration"):
+        off = ", ".join(f"n = {n}: x{r:.2g}" for n, r in lr["rho"].items() if abs(r - 1) > 1e-3)
+        a = lr["anchor"]
+        txt += (f". These runs' lr departs from what the calibration gives each n from {a['lr']:.3g} at {a['batch']:g} "
+                f"rollouts a step ({a['from']}): {off}. Each n is read at its own lr: the simulated step scaled by it, "
+                "and a run that over-steps loses value at the learner's measured rate (isosim.predict.lr_read, "
+                "studies/results/organism_lr_grid/calibration.json)")
+        if out["method"] == LR_EVERY:
+            txt += ("; every n's cheap curve calibrates the model and the model carries each to C (the cheap part "
+                    "alone cannot see a small n fall later), keeping the cheap leader where it is in the band")
+    elif out["method"] == LR_ONE or (out["method"] == LR_EVERY and k > 2):
+        txt += ". Every n's lr is the calibration's: read as the frozen method on one n (the sqrt-rule sweeps scored it "
+        txt += "above every reading of the cheap part alone)"
     if out["cheap_share"] > 2 * out["scored_share"]:
         txt += (f". The runs reach {out['cheap_share']:.1%} of C; the method was scored at "
                 f"{out['scored_share']:.1%} per measured n")
     return txt
 
 
+def _lr_lines(r: Mapping[str, Any]) -> list[str]:
+    lr = r.get("lr_read") or {}
+    if lr.get("anchor") is None:
+        return ["lr each run had: none found (read at the calibration's lr)"]
+    a = lr["anchor"]
+    return [f"lr set where: {a['lr']:.4g} at {a['batch']:g} rollouts a step ({a['from']}); each n's lr over what the "
+            f"calibration (the sqrt rule from there) gives it: "
+            + ", ".join(f"n = {n} x{v:.3g}" for n, v in lr["rho"].items())]
+
+
 def lines(r: Mapping[str, Any]) -> list[str]:
     """``recommend --runs --profile`` in words."""
     other, = r["pick_other_reading"].items()
     kind = (f"the frozen method (frozen at {r['frozen_commit'][:7]})" if r["frozen"]
-            else "the two-run calibration (scored, not frozen)")
+            else "the two-run calibration (scored, not frozen)" if r["method"] == sff.TWO_RUNS
+            else "the frozen calibration read at each run's lr")
     st, src = r["setting"], r["setting_from"]
     th = r["theta"]
     out = [f"{r['runs']}: {r['read']}; calibrated simulator: {r['method']}, {kind}; reading {r['reading']}",
            f"lr rule: {r['lr_rule']} ({src['lr_rule']}); the pick assumes the full run trains every n by this rule",
+           *_lr_lines(r),
            f"setting simulated: B_p {st['b_p']} ({src['b_p']}), training set {st['n_train']} ({src['n_train']}), "
            f"validation set {st['n_val']} ({src['n_val']}), warm-up {st['warmup']} ({src['warmup']}); "
            f"bank simulated in {r['bank_seconds']:.0f} s",
@@ -303,3 +437,32 @@ def lines(r: Mapping[str, Any]) -> list[str]:
                f"rms {r['rms']:.4f} on {r['points']} points")
     out.append(f"note: {r['note']}")
     return out
+
+
+def direct_lr_note(path: str | Path, budget: float, maps: Sequence[str] = (), sets: Sequence[str] = (),
+                   lr_tuned_at: int | None = None) -> dict[str, Any] | None:
+    """For ``recommend --runs`` without ``--profile``: where the runs' lr departs from what the
+    calibration gives each n, why the direct reading of the cheap part can differ from the model's
+    (``--profile``), in one line; None where every run is at the calibration or no lr is found."""
+    from isosim.integrations import default_metric, load_competing_runs
+    from isosim.predict.from_runs import cheap_curves
+
+    path = Path(path)
+    df, _, _ = load_competing_runs(path, maps=maps, sets=sets)
+    _, b_p, _ = cheap_curves(df, default_metric(df))
+    ns = measured_n(df, default_metric(df))
+    rule, _ = lr_rule_of(path, df, b_p)
+    lrs, _ = runs_lrs(path, df, ns, b_p, rule)
+    if not lrs:
+        return None
+    anchor = anchor_of(path, lrs, b_p, lr_tuned_at)
+    rho = lrr.rhos(lrs, b_p, anchor)
+    if lrr.at_calibration(rho):
+        return None
+    off = ", ".join(f"n = {n}: x{r:.2g}" for n, r in sorted(rho.items()) if abs(r - 1) > 1e-3)
+    line = (f"the runs' lr departs from what the calibration gives each n (the sqrt rule from {anchor.lr:.3g} at "
+            f"{anchor.batch:g} rollouts a step, {anchor.source}): {off}. The cheap part alone cannot see a small n "
+            "that over-steps fall later; `recommend --runs ... --profile FILE` reads every n's cheap curve with the "
+            "model and carries it to C, and its pick can differ from this one for that reason")
+    return {"at_calibration": False, "rho": {str(n): rho[n] for n in sorted(rho)},
+            "anchor": {"lr": anchor.lr, "batch": anchor.batch, "from": anchor.source}, "line": line}

@@ -271,4 +271,56 @@ def _simfit_methods() -> None:
                     read_rule=True))
 
 
+LR_READ_ONE = "lr-read n=8 @5%"
+LR_READ_EVERY = "lr-read every n @5%"
+"""the simfit model read at each run's lr (:mod:`isosim.predict.lr_read`): one cheap run of n = 8
+(the frozen calibration's), or every n's cheap curves"""
+
+
+def runs_lr(settings: Mapping[str, Any], grid: Sequence[int]) -> tuple[dict[int, float], Any]:
+    """Each grid n's lr, as the sweep's config derives it (``base_lr`` by ``lr_rule`` from
+    ``lr_ref_batch``), and the anchor: ``base_lr`` at ``lr_ref_batch``, where the runs' lr was set
+    (every organism sweep records them; a run from before the fields existed: 3e-4 at 1,024 by the
+    sqrt rule)."""
+    from isosim.predict import lr_read as lrr
+    from isosim.sim.config import scaled_lr
+
+    base = float(settings.get("base_lr") or 3e-4)
+    ref = float(settings.get("lr_ref_batch") or 1024)
+    b_p = int(settings.get("b_p") or 16)
+    rule = lr_rule(settings)
+    return ({int(n): scaled_lr(base, b_p * int(n), ref, rule) for n in grid},
+            lrr.Anchor(base, ref, "config.json base_lr at lr_ref_batch"))
+
+
+def lr_read_pick(every: bool, a: Allowed) -> dict[str, int] | None:
+    """The lr-read model's picks at one replay (None where the sweep has no committed bank)."""
+    from isosim.predict import lr_read as lrr
+    from isosim.predict import simfit_frozen as sff
+
+    bank = sff.bank_of(a.sweep)
+    if bank is None or a.fitted is None:
+        return None
+    lrs, anchor = runs_lr(a.settings, sorted(set(a.grid) | set(a.runs[a.seed])))
+    runs = {int(n): {a.seed: c} for n, c in a.runs[a.seed].items()}
+    got = lrr.read_runs(bank, runs, list(a.grid), a.budget, lrs, anchor, a.fitted["prior"],
+                        a.fitted["band"], lrr.learner_calibration(), every=every)
+    return {r: got[r]["pick"] for r in rd.READINGS}
+
+
+def _lr_read_methods() -> None:
+    from functools import partial
+
+    from isosim.predict import simfit_frozen as sff
+
+    fit = partial(simfit_fit, "simfit (no gap)", True)
+    register(Method(LR_READ_ONE, partial(lr_read_pick, False), runs=(8,), share=0.05, fit=fit, kind="simfit",
+                    note="the frozen calibration (" + sff.FROZEN + ") with each run read at its lr over the sqrt "
+                    "rule's from where the runs' lr was set, and the learner's over-stepping decay (lr grid)"))
+    register(Method(LR_READ_EVERY, partial(lr_read_pick, True), runs=lambda g: tuple(g), share=0.05, fit=fit,
+                    kind="simfit", note="the same model fitted to every n's cheap curve (step, exponent, ceiling); "
+                    "keeps the cheap leader when it is in the model's tie band"))
+
+
 _simfit_methods()
+_lr_read_methods()

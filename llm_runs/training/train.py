@@ -113,7 +113,8 @@ def load_data(cfg: RunConfig) -> tuple[list[Problem], list[Problem]]:
     else:
         train, val = split_train_val(problems, cfg.val_size, SPLIT_SEED)
     if cfg.max_train_problems and len(train) > cfg.max_train_problems:
-        keep = np.random.default_rng([SPLIT_SEED, 1]).choice(len(train), cfg.max_train_problems, replace=False)
+        subset_seed = SPLIT_SEED if cfg.train_subset_seed is None else cfg.train_subset_seed
+        keep = np.random.default_rng([subset_seed, 1]).choice(len(train), cfg.max_train_problems, replace=False)
         train = [train[i] for i in sorted(keep.tolist())]
     return train, val
 

@@ -1,0 +1,254 @@
+"""The simfit model read at the lr each run actually had.
+
+The simfit model (:mod:`isosim.predict.simfit`) was calibrated on sweeps trained at the square-root
+rule: run ``n`` at ``lr_n = lr_0 * sqrt(B_p n / B_0)``, the lr ``lr_0`` set where it suits the batch
+``B_0``. That rule is *the calibration*: what the learner's calibration says each n needs, from the
+point ``(lr_0, B_0)`` where the user's lr was tuned (:class:`Anchor`). A run of ``n`` whose lr is
+``rho_n`` times that (:func:`rho`) is read with two changes to the model, and none where every
+``rho_n`` is 1 (there it *is* the calibrated model, fit for fit):
+
+1. **The step.** Under Adam a step moves about lr, so the simulated step of ``n`` is multiplied by
+   ``rho_n ** a`` (:attr:`LrCalibration.a`, 1 unless the learner's lr calibration says otherwise).
+2. **Over-stepping.** Over ``M = C / (B_p n)`` steps the noise part of the walk grows as
+   ``M lr_n**2``; relative to the calibration, run ``n`` walks ``rho_n**2`` times as far a rollout.
+   The part above it costs value at a rate ``decay`` per 1e6 rollouts:
+   ``v = v_model * exp(-decay * (C / 1e6) * max(rho_n**2 - 1, 0))``. ``decay`` is the learner's
+   (:class:`LrCalibration`, measured on an lr grid: runs of two n each at three lrs); it is fitted to
+   the cheap runs under that prior only where a measured run over-steps, else taken as it is.
+
+Every form of ``recommend --runs`` reads its runs through this one model: one measured n (the
+frozen calibration's cheap run), or every n (their cheap curves fit the step, the ceiling and the
+exponent, and the model carries each n to C). Where every run is at the calibration (``rho`` 1 for
+every n) the every-n form is the direct reader of the cheap part and the one-n form is the frozen
+method. With ``decay`` 0 (sd :data:`LEGACY_DECAY_SD`) and the anchor at 1,024 rollouts a step this
+is the method frozen at 07a27e7 (:mod:`isosim.predict.simfit_lr`), which fixed the anchor there
+whatever the runs' lr (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isosim.errors import IsosimError
+from isosim.predict import simfit as sf
+
+CALIBRATED_EXPONENT = 0.5
+"""the rule every sweep the simfit prior was fitted on was trained at (lr grows as the batch ** 0.5)"""
+DECAY_SCALE = 1e6
+DECAY_MAX = 50.0
+LEGACY_DECAY_SD = 1.0
+"""07a27e7's prior sd of ``decay`` (mean 0), fixed a priori there"""
+ROOT = Path(__file__).resolve().parents[2]
+LR_CALIBRATION_FILE = ROOT / "studies" / "results" / "organism_lr_grid" / "calibration.json"
+"""the first organism's lr grid, fitted (``studies/scoring/lr_grid.py``)"""
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where the user's lr suits the batch: ``lr`` at ``batch`` rollouts a step (``B_p * n_tuned``)."""
+
+    lr: float
+    batch: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise IsosimError(f"the lr the runs were tuned at must be a positive number, got {self.lr}")
+        if not (math.isfinite(self.batch) and self.batch >= 1):
+            raise IsosimError(f"the batch the lr was tuned at must be at least 1 rollout, got {self.batch}")
+
+
+@dataclass(frozen=True)
+class LrCalibration:
+    """The learner's lr calibration: the step's exponent in ``rho`` and the over-stepping decay
+    (prior mean and sd), with where they came from."""
+
+    a: float = 1.0
+    decay: float = 0.0
+    decay_sd: float = LEGACY_DECAY_SD
+    source: str = "a priori (Adam: a step moves about lr; no decay measured)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def learner_calibration(path: Path | None = None) -> LrCalibration:
+    """The committed lr calibration (:data:`LR_CALIBRATION_FILE`), or the a-priori one where it is
+    missing (an installed package without the studies)."""
+    p = Path(path) if path is not None else LR_CALIBRATION_FILE
+    if not p.is_file():
+        return LrCalibration()
+    doc = json.loads(p.read_text())["calibration"]
+    return LrCalibration(a=float(doc["a"]), decay=float(doc["decay"]), decay_sd=float(doc["decay_sd"]),
+                         source=str(doc["source"]))
+
+
+def rho(lr: float, n: int, b_p: int, anchor: Anchor) -> float:
+    """The run's lr over the lr the calibration gives its batch from ``anchor``."""
+    if not (math.isfinite(lr) and lr > 0):
+        raise IsosimError(f"a run of n = {n} has lr {lr}: a positive lr is needed to read it")
+    return float(lr / (anchor.lr * (b_p * n / anchor.batch) ** CALIBRATED_EXPONENT))
+
+
+def rhos(lrs: Mapping[int, float], b_p: int, anchor: Anchor) -> dict[int, float]:
+    return {int(n): rho(float(v), int(n), b_p, anchor) for n, v in lrs.items()}
+
+
+def at_calibration(rho_n: Mapping[int, float], tol: float = 1e-3) -> bool:
+    """Every run's lr is the calibration's (within ``tol``, relative)."""
+    return all(abs(r - 1.0) <= tol for r in rho_n.values())
+
+
+def excess(r: float) -> float:
+    return max(r * r - 1.0, 0.0)
+
+
+def theta_for(theta: Mapping[str, float], r: float, cal: LrCalibration) -> dict[str, float]:
+    """The model's numbers for a run at ``r`` times the calibration's lr (item 1)."""
+    th = dict(theta)
+    if r != 1.0:
+        th["log_lr"] = th["log_lr"] + cal.a * math.log(r)
+    return th
+
+
+def predict_at(bank: Mapping[str, Any], theta: Mapping[str, float], n: int, rollouts: np.ndarray, v0: float,
+               r: float, cal: LrCalibration) -> np.ndarray:
+    base = sf.predict_at(bank, theta_for(theta, r, cal), n, rollouts, v0)
+    decay = float(theta.get("decay", 0.0))
+    if decay <= 0 or excess(r) <= 0:
+        return base
+    x = np.maximum(np.asarray(rollouts, float), 0.0) / DECAY_SCALE * excess(r)
+    return base * np.exp(-decay * x)
+
+
+def value(bank: Mapping[str, Any], theta: Mapping[str, float], n: int, budget: float, reading: str, v0: float,
+          r: float, cal: LrCalibration) -> float:
+    """The predicted gain over step 0 of ``n`` at ``budget`` (``best``: the largest up to C)."""
+    rr, _ = sf.gain_curve(bank, n, 1.0)
+    pts = np.append(rr[(rr > 0) & (rr < budget)], budget)
+    v = predict_at(bank, theta, n, pts, v0, r, cal) - v0
+    return float(v.max() if reading == "best" else v[-1])
+
+
+def fit(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], rho_n: Mapping[int, float],
+        prior: Mapping[str, tuple[float, float]], free: Sequence[str], cal: LrCalibration,
+        noise: float = sf.NOISE) -> dict[str, Any]:
+    """Least squares of the measured ``points`` ((n, rollouts, value); step 0 gives ``v0``) under
+    ``prior``, each n read at its ``rho``; ``decay`` free (prior ``cal.decay``, ``cal.decay_sd``)
+    where a measured n over-steps, else fixed at ``cal.decay``."""
+    from scipy.optimize import least_squares
+
+    zero = [v for _, r, v in points if r <= 0]
+    later = [(int(n), float(r), float(v)) for n, r, v in points if r > 0]
+    if not zero or not later:
+        raise IsosimError("the lr-read fit needs the cheap runs' step-0 evaluation and at least one after it")
+    missing = sorted({n for n, _, _ in later} - set(rho_n))
+    if missing:
+        raise IsosimError(f"no lr for the measured n = {', '.join(map(str, missing))}")
+    v0 = float(np.mean(zero))
+    start = {p: prior[p][0] for p in sf.PARAMS if p in prior}
+    names = [p for p in free if p in start]
+    walks = any(excess(rho_n[n]) > 0 for n, _, _ in later)
+    names_all = names + (["decay"] if walks else [])
+    pri = {**{p: tuple(prior[p]) for p in names}, "decay": (cal.decay, cal.decay_sd)}
+    by_n: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for n in sorted({n for n, _, _ in later}):
+        by_n[n] = (np.array([r for m, r, _ in later if m == n]), np.array([v for m, _, v in later if m == n]))
+
+    def theta(x: np.ndarray) -> dict[str, float]:
+        return {**start, "decay": float(cal.decay), **dict(zip(names_all, (float(v) for v in x)))}
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        th = theta(x)
+        res = [(predict_at(bank, th, n, r, v0, rho_n[n], cal) - v) / noise for n, (r, v) in by_n.items()]
+        res.append(np.array([(th[p] - pri[p][0]) / pri[p][1] for p in names_all]))
+        return np.concatenate(res)
+
+    if not names_all:
+        th = theta(np.array([]))
+        data = np.concatenate([predict_at(bank, th, n, r, v0, rho_n[n], cal) - v for n, (r, v) in by_n.items()])
+        return {"theta": th, "v0": v0, "rms": float(np.sqrt(np.mean(data ** 2))), "points": len(later), "decay_fitted": False}
+    lo = [sf.BOUNDS[p][0] for p in names] + ([0.0] if walks else [])
+    hi = [sf.BOUNDS[p][1] for p in names] + ([DECAY_MAX] if walks else [])
+    x0 = np.clip([start[p] for p in names] + ([cal.decay] if walks else []), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+    res = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0)
+    data = residuals(res.x)[:len(later)] * noise
+    return {"theta": theta(res.x), "v0": v0, "rms": float(np.sqrt(np.mean(data ** 2))), "points": len(later),
+            "decay_fitted": walks}
+
+
+def choose(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], grid: Sequence[int], budget: float,
+           rho_n: Mapping[int, float], prior: Mapping[str, tuple[float, float]], free: Sequence[str], band: float,
+           stay: Sequence[int], cal: LrCalibration) -> dict[str, Any]:
+    """Fit, read every n of ``grid`` at ``budget`` in both readings at its ``rho``, and pick: the
+    best of the ``stay`` n (the measured one, or the cheap leader) that sits within ``band`` of the
+    model's best, else the model's best."""
+    missing = sorted(set(int(n) for n in grid) - set(rho_n))
+    if missing:
+        raise IsosimError(f"no lr for n = {', '.join(map(str, missing))} of the grid")
+    res = fit(bank, points, rho_n, prior, free, cal)
+    out: dict[str, Any] = {k: res[k] for k in ("theta", "v0", "rms", "points", "decay_fitted")}
+    out["rho"] = {str(int(n)): float(rho_n[int(n)]) for n in grid}
+    out["lr_calibration"] = cal.as_dict()
+    for reading in ("best", "final"):
+        vals = {int(n): value(bank, res["theta"], int(n), budget, reading, res["v0"], rho_n[int(n)], cal) for n in grid}
+        top = max(vals.values())
+        best = max(vals, key=lambda n: (round(vals[n], 6), -n))
+        st = stay[reading] if isinstance(stay, Mapping) else stay
+        kept = [n for n in st if n in vals and vals[n] >= top - band]
+        out[reading] = {"pick": int(max(kept, key=lambda n: vals[n]) if kept else best), "simulator_best": int(best),
+                        "predicted_gain": {str(n): v for n, v in vals.items()},
+                        "within_band": sorted(n for n, v in vals.items() if v >= top - band)}
+    return out
+
+
+def cheap_leader(runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]]) -> int:
+    """The measured n whose cheap curves lead (the plane's cheap leader and ``recommend --runs``'s
+    default reader ``level``): the seed mean of each run's last value; ties to the smaller n."""
+    score = {int(n): float(np.mean([max(c)[1] for c in seeds.values() if len(c)]))
+             for n, seeds in runs.items() if any(len(c) for c in seeds.values())}
+    if not score:
+        raise IsosimError("no cheap points to read a leader from")
+    return max(score, key=lambda n: (round(score[n], 9), -n))
+
+
+ONE_FREE = ("log_lr", "log_h")
+"""the numbers one measured n moves (the frozen calibration's)"""
+EVERY_FREE = ("log_lr", "power", "log_h")
+"""the numbers every n's cheap curves move (the exponent too)"""
+
+
+def read_runs(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]],
+              grid: Sequence[int], budget: float, lrs: Mapping[int, float], anchor: Anchor,
+              prior: Mapping[str, tuple[float, float]], band: float, cal: LrCalibration, every: bool) -> dict[str, Any]:
+    """The model's answer for cheap runs (n -> seed -> curve, step 0 included; every seed's points
+    enter one fit), each n read at its lr (``lrs``: every n of ``grid`` and of ``runs``) from
+    ``anchor``. ``every`` False: the measured n are the frozen calibration's cheap runs and a measured
+    n in the band is kept; True: every n's curves fit the step, the exponent and the ceiling, and
+    the cheap leader is kept when it is in the band. Where every run is at the calibration (``rho``
+    1 for every n), the every-n form reads the one n the frozen calibration was scored on (n = 8, or
+    the measured n nearest it): the model is then the frozen method, which the sqrt-rule sweeps
+    scored above every reading of the cheap part alone."""
+    rho_n = rhos(lrs, int(bank["b_p"]), anchor)
+    asked = "every n" if every else "one n"
+    if every and at_calibration({n: rho_n[n] for n in set(grid) | set(runs)}):
+        one = 8 if 8 in runs else min(runs, key=lambda n: (abs(math.log(n / 8)), n))
+        runs, every = {one: runs[one]}, False
+    points = [(int(n), float(r), float(v)) for n, seeds in runs.items() for c in seeds.values() for r, v in c]
+    if not any(r > 0 for _, r, _ in points):
+        raise IsosimError("the cheap runs have no evaluation after step 0: nothing to calibrate on")
+    lead = cheap_leader(runs) if every else None
+    stay = (lead,) if every else tuple(sorted(int(n) for n in runs))
+    got = choose(bank, points, grid, budget, rho_n, prior, EVERY_FREE if every else ONE_FREE, band, stay, cal)
+    got.update({"form": asked, "read_as": "every n" if every else "one n", "cheap_leader": lead, "stay": list(stay),
+                "anchor": {"lr": anchor.lr, "batch": anchor.batch, "source": anchor.source},
+                "lr": {str(int(n)): float(v) for n, v in sorted(lrs.items())},
+                "at_calibration": at_calibration({n: rho_n[n] for n in grid})})
+    return got
