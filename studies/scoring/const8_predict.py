@@ -39,6 +39,7 @@ from isosim.predict import simfit_lr as slr  # noqa: E402
 from isosim.sim.config import scaled_lr  # noqa: E402
 from isosim.validation import adaptive as ad  # noqa: E402
 from isosim.validation import readings as rd  # noqa: E402
+from llm_runs.organism.cheap_picks import cut_lines  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
 HOME = RESULTS / "organism_const8"
@@ -110,13 +111,9 @@ def predict() -> dict:
         inputs[str(p.relative_to(ROOT))] = hashlib.sha256(p.read_bytes()).hexdigest()
     upto = max(BUDGETS) * SHARE
     for rec in sorted(SWEEP.glob("n*_bp*_s*/records.jsonl")):
-        lines = []
-        for line in rec.read_text().splitlines():
-            if line.strip() and float(json.loads(line)["rollouts"]) > upto * (1 + 1e-12):
-                break
-            lines.append(line + "\n")
+        lines = "".join(line + "\n" for line in cut_lines(rec.read_text(), upto))
         inputs[f"{SWEEP.relative_to(ROOT)}/{rec.parent.name}/records.jsonl (lines <= {upto:g} rollouts)"] = \
-            hashlib.sha256("".join(lines).encode()).hexdigest()
+            hashlib.sha256(lines.encode()).hexdigest()
     return {KEY: {
         "method": "lr-read (one n and every n), the method frozen at 07a27e7 and the cheap leader, each at 5 % of C",
         "budgets": list(BUDGETS), "share": SHARE, "cheap_budgets": [SHARE * b for b in BUDGETS], "lr": lrs, "lr_settings": st,
