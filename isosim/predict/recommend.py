@@ -194,7 +194,7 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
     :func:`isosim.predict.choice.sim_grid` to the budget, at most ``SIM_BUDGET_CAP``), and the preset's
     settings with the overrides applied."""
     from isosim.sim.presets import get_preset
-    from isosim.sweeps import sweep
+    from isosim.sweeps.plans import plan_for_preset
 
     overrides: dict[str, Any] = {}
     if profile is not None:
@@ -206,7 +206,7 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
         overrides["n_train"] = int(max(problems, 32))
     settings = {**get_preset(preset), **overrides}
     ns, bps = choice.sim_grid(b_max, quick)
-    plan = sweep.plan_for_preset(preset, "q3", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
+    plan = plan_for_preset(preset, "q3", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
                                  n_values=ns, b_p_values=bps, b_max=b_max, **overrides)
     return plan, settings
 
