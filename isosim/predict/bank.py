@@ -14,12 +14,14 @@ Reading it:
 - a budget of the grid, or any budget at or past the cap (read at the cap, as before), is the shipped
   read itself: the same pick, tie band, regret and fits as a fresh simulation on the machine that
   wrote the bank;
-- a budget between two grid budgets ``C_lo < C < C_hi`` interpolates each cell's value and the seed
-  noise linearly in ``log C`` between the two reads (cells in both), and picks by the same criterion
-  (:func:`isosim.predict.choice.pick_cell`); the frontier analysis behind n_sat, the n* interval and
-  the predicted curve is the nearer read's (nearer in ``log C``), and the recommendation names both
-  budgets and the weight. How close this comes to a fresh simulation at ``C`` is tested on budgets
-  between the grid's (``tests/test_bank.py``).
+- a budget between two grid budgets ``C_lo < C < C_hi`` reads each cell's value at ``C`` on the read
+  of the sweep to ``C_hi``: its n's capped fitted curve there (the runs to ``C_hi`` pass through ``C``;
+  :func:`read_at`), falling back to a linear interpolation in ``log C`` between the two reads for a
+  cell whose curve does not reach ``C``; the seed noise is interpolated, and the pick is made by the
+  same criterion (:func:`isosim.predict.choice.pick_cell`). The frontier analysis behind n_sat, the
+  n* interval and the predicted curve is the nearer read's (nearer in ``log C``), and the
+  recommendation names both budgets. How close this comes to a fresh simulation at ``C`` is
+  measured and tested on budgets between the grid's (``tests/test_bank.py``).
 
 Anything else (a profile, a training-set size, a max batch, a metric other than ``val_avg``,
 ``--quick``, other seeds, a mix of presets) simulates as before.
@@ -123,11 +125,31 @@ def lookup(preset: str, budget: float, plan_id_of, cap: float, folder: Path | No
     a, b = decode_read(entries[lo]["read"]), decode_read(entries[hi]["read"])
     t = math.log(target / lo) / math.log(hi / lo)
     cells = {c: (1 - t) * a["cells"][c] + t * b["cells"][c] for c in a["cells"] if c in b["cells"]}
+    cells.update(read_at(b, target))
     near = a if t <= 0.5 else b
     read = {"top": math.exp((1 - t) * math.log(a["top"]) + t * math.log(b["top"])),
             "noise": (1 - t) * a["noise"] + t * b["noise"], "cells": cells, "analyses": near["analyses"],
             "skipped": near["skipped"]}
     return {"read": read, "entries": [entries[lo], entries[hi]], "weight": t, "analysis_from": lo if t <= 0.5 else hi}
+
+
+def read_at(read: dict[str, Any], budget: float) -> dict[tuple[int, int], float]:
+    """Each cell's value at ``budget`` on a read of a sweep to a larger budget: its n's capped fitted curve
+    (``per_n_reward``: the sigmoid fitted to the runs, capped by their measured best up to each budget of
+    the analysis' grid), interpolated in log C between the two grid budgets around ``budget``. Cells whose
+    curve has no value on both sides of it (runs that had not reached it) are left out."""
+    import numpy as np
+
+    x = math.log(budget)
+    cells = {}
+    for bp, res in read["analyses"].items():
+        grid = np.log(np.asarray(res["budgets"], dtype=float))
+        for n, vals in res["per_n_reward"].items():
+            v = np.array([np.nan if y is None else y for y in vals], dtype=float)
+            ok = np.isfinite(v)
+            if ok.any() and grid[ok][0] <= x <= grid[ok][-1]:
+                cells[(int(n), int(bp))] = float(np.interp(x, grid[ok], v[ok]))
+    return cells
 
 
 def describe(got: dict[str, Any], budget: float) -> str:
@@ -140,10 +162,11 @@ def describe(got: dict[str, Any], budget: float) -> str:
         return (f"read from the shipped bank {where}: the sweep to C = {short_budget(c)} simulated ahead of time "
                 "exactly as recommend simulates it, and its frontier read")
     lo, hi = (float(e["budget"]) for e in got["entries"])
-    return (f"read from the shipped bank {where}: each cell's value at C = {budget:.3g} interpolated in log C between "
-            f"the sweeps to {short_budget(lo)} and {short_budget(hi)} (weight {got['weight']:.2f} on {short_budget(hi)}); "
-            f"n_sat, the n* interval and the predicted frontier are those of the sweep to "
-            f"{short_budget(got['analysis_from'])}")
+    return (f"read from the shipped bank {where}, not simulated at C = {budget:.3g}: each cell's value is its n's "
+            f"capped fitted curve in the sweep to {short_budget(hi)} read at C (interpolated in log C between the "
+            f"sweeps to {short_budget(lo)} and {short_budget(hi)} where that curve does not reach C), the seed noise "
+            f"interpolated (weight {got['weight']:.2f} on {short_budget(hi)}); n_sat, the n* interval and the predicted "
+            f"frontier are those of the sweep to {short_budget(got['analysis_from'])}")
 
 
 def explore_plan():
