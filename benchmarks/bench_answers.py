@@ -41,16 +41,22 @@ def extract(commit: str, dest: Path) -> Path:
     return dest
 
 
-def timed(code: Path, args: list[str], nice: int, tmp: Path) -> tuple[float, int, str]:
-    """Wall seconds of ``cli.py ARGS`` from the tree ``code``, cold; its exit status and last stderr line."""
+def timed(code: Path, args: list[str], nice: int, tmp: Path) -> tuple[float, int, str, float]:
+    """Wall seconds of ``cli.py ARGS`` from the tree ``code``, cold; its exit status, last stderr line and
+    CPU seconds (user + system: what a machine to itself would take, about, on one core)."""
+    import resource
+
     cache = Path(tempfile.mkdtemp(dir=tmp, prefix="cache-"))
     env = {**os.environ, "PYTHONPATH": str(code), "ISOSIM_CACHE": str(cache)}
     cmd = ([*(["nice", "-n", str(nice)] if nice else [])] + [sys.executable, str(code / "cli.py"), *args])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     err = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    return wall, p.returncode, (err[-1] if err else "")
+    return wall, p.returncode, (err[-1] if err else ""), cpu
 
 
 def cases(old_all: bool) -> list[tuple[str, list[str], bool]]:
@@ -127,15 +133,18 @@ def main() -> None:
     ap.add_argument("--base", default="80b8322", help="the commit to compare with")
     ap.add_argument("--nice", type=int, default=0, help="run every timed command under this nice value")
     ap.add_argument("--old-all", action="store_true", help="time the base at every case (long)")
-    ap.add_argument("--no-engine", action="store_true")
+    ap.add_argument("--no-engine", action="store_true", help="skip the engine's rollouts per second")
+    ap.add_argument("--only", default=None, help="only the cases whose name holds this text")
     args = ap.parse_args()
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; nice {args.nice}")
     with tempfile.TemporaryDirectory(prefix="bench-answers-") as tmp:
         tmp = Path(tmp)
         base = extract(args.base, tmp / "base")
-        print(f"{'command':58s} {'base s':>8s} {'new s':>8s} {'ratio':>7s}")
+        print(f"{'command':58s} {'base s':>8s} {'new s':>8s} {'ratio':>7s} {'base cpu':>9s} {'new cpu':>8s}")
         for name, cli_args, old in cases(args.old_all):
+            if args.only and args.only not in name:
+                continue
             t_new = timed(ROOT, [a.replace("OUT", str(tmp / "out-new")) for a in cli_args], args.nice, tmp)
             t_old = (timed(base, [a.replace("OUT", str(tmp / "out-old")) for a in cli_args], args.nice, tmp)
                      if old else None)
@@ -144,7 +153,8 @@ def main() -> None:
                     print(f"  {who} failed ({got[1]}): {got[2]}")
             old_s = f"{t_old[0]:8.1f}" if t_old else f"{'-':>8s}"
             ratio = f"{t_old[0] / t_new[0]:6.1f}x" if t_old else f"{'':>7s}"
-            print(f"{name:58s} {old_s} {t_new[0]:8.1f} {ratio}", flush=True)
+            old_cpu = f"{t_old[3]:9.1f}" if t_old else f"{'-':>9s}"
+            print(f"{name:58s} {old_s} {t_new[0]:8.1f} {ratio} {old_cpu} {t_new[3]:8.1f}", flush=True)
     if args.no_engine:
         return
     bw = bandwidth()
