@@ -10,14 +10,21 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import expit
 
 from isosim.errors import IsosimError
 
-if TYPE_CHECKING:  # pandas (through points) and scipy.optimize are imported where used: reading a fit needs neither
+if TYPE_CHECKING:  # pandas (through points) and scipy are imported where used: reading a fit needs neither
     import pandas as pd
 
 LN10 = math.log(10.0)
+
+
+def expit(x: Any) -> Any:
+    """scipy's logistic function, imported on first use: reading a fit (recommend's answer bank) then
+    imports no scipy at all, whose import costs more than the read."""
+    from scipy.special import expit as logistic
+
+    return logistic(x)
 
 
 # ----------------------------------------------------------------------------------------------
