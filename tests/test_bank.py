@@ -151,3 +151,11 @@ def test_seed_store_never_overwrites(tmp_path):
     (out / "mine.txt").write_text("keep")
     assert not bank.seed_store(plan_id, out) and sorted(p.name for p in out.iterdir()) == ["mine.txt"]
     assert bank.seed_store(plan_id, tmp_path / "fresh") and (tmp_path / "fresh" / "manifest.json").is_file()
+
+
+def test_off_a_terminal_a_simulating_recommend_says_each_stage(cold):
+    """Where the bank does not answer, recommend reports each stage to ``log`` (the CLI's stderr off a
+    terminal): the sweep's start, the fit."""
+    lines = []
+    rec.recommend(2e4, preset="easy", quick=True, log=lines.append)
+    assert any("simulating" in ln for ln in lines) and any("fitting the frontier" in ln for ln in lines), lines

@@ -356,7 +356,8 @@ def _simulate_and_read(plan: Any, metric: str, n_boot: int, progress: bool,
     store = cache_dir() / plan.plan_id
     seed_store(plan.plan_id, store, PRESIMULATED)  # a preset's sweep to the cap, shipped
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
-    df = sweep.run_sweep(plan, store, progress=progress, wait=True, log=None if progress else log)
+    # a bar on a terminal; elsewhere (with log) a start line and a line every 10 s
+    df = sweep.run_sweep(plan, store, progress=progress or log is not None, wait=True, log=log)
     if progress:
         from rich.console import Console
 
