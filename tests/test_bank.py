@@ -135,10 +135,11 @@ def test_a_stale_bank_is_not_read(cold, monkeypatch):
 
 
 def test_the_bank_answers_without_the_engine(cold):
-    """A cold recommend --budget on a built-in preset imports neither torch (the engine) nor scipy (the
-    fits): what keeps it within a second or two."""
+    """A cold recommend --budget on a built-in preset imports neither torch (the engine) nor scipy.optimize
+    (the fits; scipy's logistic function is imported only where a saturated n*(C) fit is read): what keeps it
+    within a second or two."""
     code = ("import sys; from isosim.predict import recommend as r; x = r.recommend(3e6, preset='very-easy'); "
-            "assert x.bank, 'not from the bank'; print(sorted(m for m in ('torch', 'scipy') if m in sys.modules))")
+            "assert x.bank, 'not from the bank'; print(sorted(m for m in ('torch', 'scipy.optimize') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -20,8 +20,8 @@ LN10 = math.log(10.0)
 
 
 def expit(x: Any) -> Any:
-    """scipy's logistic function, imported on first use: reading a fit (recommend's answer bank) then
-    imports no scipy at all, whose import costs more than the read."""
+    """scipy's logistic function, imported on first use: recommend's answer bank reads an unsaturated fit
+    without importing scipy, whose import costs more than the read."""
     from scipy.special import expit as logistic
 
     return logistic(x)
