@@ -95,12 +95,23 @@ def _missing_llm_modules() -> list[str]:
 
 
 def _working(text: str):
-    """A rich spinner on stderr while something slow runs (one line when stderr is not a terminal)."""
-    from contextlib import nullcontext
-
+    """A rich spinner on stderr while something slow runs; when stderr is not a terminal, one line once it
+    has run for 2 s (bad input found at once still gets its one line alone)."""
     if not sys.stderr.isatty():
-        typer.echo(f"{text} ...", err=True)
-        return nullcontext()
+        from contextlib import contextmanager
+        from threading import Timer
+
+        @contextmanager
+        def line_after_2_s():
+            timer = Timer(2.0, lambda: typer.echo(f"{text} ...", err=True))
+            timer.daemon = True
+            timer.start()
+            try:
+                yield
+            finally:
+                timer.cancel()
+
+        return line_after_2_s()
     from rich.console import Console
 
     return Console(stderr=True).status(text)
