@@ -160,3 +160,19 @@ def test_off_a_terminal_a_simulating_recommend_says_each_stage(cold):
     lines = []
     rec.recommend(2e4, preset="easy", quick=True, log=lines.append)
     assert any("simulating" in ln for ln in lines) and any("fitting the frontier" in ln for ln in lines), lines
+
+
+def test_explore_easy_reads_its_shipped_sweep_and_simulates_nothing(tmp_path, monkeypatch, capsys):
+    """``explore --preset easy`` at its defaults copies the shipped sweep into a new folder and only reads it."""
+    from cli_helpers import run  # tests/cli_helpers.py
+
+    from isosim.sweeps import store
+
+    def no_engine():
+        raise AssertionError("explore --preset easy simulated a sweep that ships with isosim")
+
+    monkeypatch.setattr(store, "_default_simulate", no_engine)
+    code, out, err = run(monkeypatch, capsys, "explore", "--preset", "easy", "--out", tmp_path / "e")
+    assert code == 0, err
+    assert "ships with isosim" in err and (tmp_path / "e" / "frontier.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "e" / "records").iterdir()) == ["chunk-00000.parquet"]
