@@ -21,6 +21,10 @@ the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
 rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
 
+On a built-in preset at the defaults the read comes from the shipped answer bank (:mod:`isosim.predict.bank`:
+the same sweeps simulated and read ahead of time at 1, 2 and 5 per decade; a budget between two is read on
+the upper one's curves and says so), in a second or two instead of minutes.
+
 The simulated sweep stops at ``SIM_BUDGET_CAP`` rollouts (the paper's full budget): a budget above
 it reads ``n`` at the cap (every larger budget shares that one cached sweep) and says so, while
 ``B_p`` and ``M`` are still chosen for the budget asked.
@@ -179,9 +183,8 @@ def _n_sat_text(result: dict[str, Any]) -> str:
 
 
 PRESIMULATED_PRESETS = ("easy", "hard")
-"""the presets whose sweep to the cap ships: the (n, B_p) grid from n = 2 takes ~5x the update steps
-of the old grid from n = 8 (n = 2 at B_p 32 alone is 156,000 steps to 1e7), so very-easy and extreme
-simulate theirs on first use of a budget at or past the cap, then read it from the cache"""
+"""the presets whose sweep to the cap ships as records (``bank=False`` reads them; the answer bank of
+:mod:`isosim.predict.bank` holds every built-in preset's read at the cap, very-easy and extreme included)"""
 PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
 """the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
 them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
