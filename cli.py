@@ -95,11 +95,23 @@ def _missing_llm_modules() -> list[str]:
 
 
 def _working(text: str):
-    """A rich spinner on stderr while something slow runs (nothing when stderr is not a terminal)."""
-    from contextlib import nullcontext
-
+    """A rich spinner on stderr while something slow runs; when stderr is not a terminal, one line once it
+    has run for 2 s (bad input found at once still gets its one line alone)."""
     if not sys.stderr.isatty():
-        return nullcontext()
+        from contextlib import contextmanager
+        from threading import Timer
+
+        @contextmanager
+        def line_after_2_s():
+            timer = Timer(2.0, lambda: typer.echo(f"{text} ...", err=True))
+            timer.daemon = True
+            timer.start()
+            try:
+                yield
+            finally:
+                timer.cancel()
+
+        return line_after_2_s()
     from rich.console import Console
 
     return Console(stderr=True).status(text)
@@ -209,6 +221,11 @@ def explore(
         typer.echo(f"note: a tabular policy learns each training problem on its own and has no transfer to held-out "
                    f"problems, so {metric} stays at the base model's value at every n (compare n on the training "
                    "problems with --metric train_reward)")
+    from isosim.predict.bank import seed_store
+
+    if seed_store(the_plan.plan_id, out):
+        typer.echo("this sweep ships with isosim, simulated ahead of time by the same engine: read, not simulated",
+                   err=True)
     df = sweep.run_sweep(the_plan, out, device=device, progress=True, log=lambda line: typer.echo(line, err=True))
     with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
         result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed or 0, tol=tol)
@@ -432,7 +449,8 @@ def recommend(
     rec.check_request(budget, 65536 if max_batch is None else max_batch, problems, quick)
     r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None,
                       b_max=65536 if max_batch is None else max_batch,
-                      problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty())
+                      problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty(),
+                      log=lambda line: typer.echo(line, err=True))
     if as_json:
         from isosim.files import dumps_json
 

@@ -96,7 +96,7 @@ def test_a_budget_past_the_cap_reads_the_shipped_sweep_and_simulates_nothing(tmp
         return real(plan, out, **{**kw, "simulate_fn": boom})
 
     monkeypatch.setattr(sweep, "run_sweep", nothing_to_simulate)
-    r = rec.recommend(1e12, preset="easy")
+    r = rec.recommend(1e12, preset="easy", bank=False)  # the records, not the answer bank
     assert r.simulated_budget == rec.SIM_BUDGET_CAP and r.sweep_dir.startswith(str(tmp_path))
     assert isinstance(r.n, int) and r.m == int(1e12 // (r.b_p * r.n))
     assert pd.notna(r.noise_se)

@@ -7,21 +7,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from scipy.optimize import least_squares
-from scipy.special import expit
 
 from isosim.errors import IsosimError
-from isosim.frontier.points import (
-    REACH_RTOL,
-    prepare,
-    record_breaking,
-)
+
+if TYPE_CHECKING:  # pandas (through points) and scipy are imported where used: reading a fit needs neither
+    import pandas as pd
 
 LN10 = math.log(10.0)
+
+
+def expit(x: Any) -> Any:
+    """scipy's logistic function, imported on first use: recommend's answer bank reads an unsaturated fit
+    without importing scipy, whose import costs more than the read."""
+    from scipy.special import expit as logistic
+
+    return logistic(x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -84,6 +87,8 @@ def _robust_sigmoid(
         e = expit(cand[:, 3:4] * unit * (t[None, :] - cand[:, 2:3]))
     cost = _huber_cost(cand[:, :1] + (cand[:, 1:2] - cand[:, :1]) * e - y, f_scale)
     margin = 1e-9 * (upper - lower)
+    from scipy.optimize import least_squares
+
     best = None
     for i in np.argsort(cost, kind="stable")[:n_polish]:
         res = least_squares(
@@ -240,6 +245,8 @@ class RunPoints:
         """Whether the run competes at each budget: one step of it fits in the budget (within
         ``REACH_RTOL``), and it stopped at most one step short of it (runs stop at whole steps: a
         run of 2,048 rollouts a step planned for 99,840 ends at 98,304) or within ``REACH_RTOL``."""
+        from isosim.records import REACH_RTOL
+
         b = np.asarray(budgets, dtype=float)
         step, reach = self.step_cost[run_id], self.reach[run_id]
         return (step <= b * (1 + REACH_RTOL)) & ((reach + step >= b * (1 - 1e-9)) | (reach >= b * (1 - REACH_RTOL)))
@@ -282,6 +289,8 @@ class RunPoints:
 def collect_runs(
     data: pd.DataFrame, metric: str, x: str, group: Sequence[str], use_rb: bool, bin_width: float
 ) -> RunPoints:
+    from isosim.frontier.points import record_breaking
+
     missing = [g for g in group if g not in data.columns]
     if missing:
         raise IsosimError(f"unknown group column(s) {', '.join(missing)}")
@@ -322,6 +331,8 @@ def fit_per_n(
     All rows of a group are pooled, whatever their ``b_p``; filter ``df`` first to fix ``b_p``,
     or pass ``group=("n", "b_p")`` (keys are then tuples).
     """
+    from isosim.frontier.points import prepare
+
     data = prepare(df, metric, x)
     runs = collect_runs(data, metric, x, group, use_record_breaking, bin_width)
     return {k: runs.fit(k, ids, f_scale) for k, ids in runs.groups.items()}

@@ -24,12 +24,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from isosim.errors import IsosimError
+
+if TYPE_CHECKING:  # imported where used: the answer bank reads a grid without pandas
+    import pandas as pd
 
 N_FLOOR, N_CEIL = 2, 2048
 """the smallest and largest n simulated (powers of two between): n outside cannot be picked"""
@@ -67,6 +69,8 @@ def grid_text(ns: list[int], bps: list[int], cells: list[tuple[int, int]]) -> st
 def read_grid(df: pd.DataFrame, metric: str, n_boot: int, seed: int = 0) -> dict[str, Any]:
     """Each B_p's frontier analysis on one budget grid ending where the runs stopped, and every cell's
     value (capped frontier reading) at that top budget."""
+    import pandas as pd
+
     from isosim.frontier import analysis
 
     top = float(pd.to_numeric(df["rollouts"], errors="coerce").max())
@@ -241,6 +245,8 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
 
 def check_past_step_0(df: pd.DataFrame, metric: str) -> None:
     """Refuse runs whose ``metric`` holds no number after step 0: no curve to carry to a budget."""
+    import pandas as pd
+
     if metric in df.columns:
         have = pd.to_numeric(df[metric], errors="coerce").notna() & (pd.to_numeric(df["rollouts"]) > 0)
         if have.any():

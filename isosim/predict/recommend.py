@@ -21,6 +21,10 @@ the IsoCompute study recommends (PAPER.md, finding 5 and the "healthy recipe"):
 Every choice comes with a one-line reason. Simulated budgets are counted in the simulator's
 rollouts; how they map onto a real model's rollouts is what ``isosim validate`` checks.
 
+On a built-in preset at the defaults the read comes from the shipped answer bank (:mod:`isosim.predict.bank`:
+the same sweeps simulated and read ahead of time at 1, 2 and 5 per decade; a budget between two is read on
+the upper one's curves and says so), in a second or two instead of minutes.
+
 The simulated sweep stops at ``SIM_BUDGET_CAP`` rollouts (the paper's full budget): a budget above
 it reads ``n`` at the cap (every larger budget shares that one cached sweep) and says so, while
 ``B_p`` and ``M`` are still chosen for the budget asked.
@@ -31,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from isosim.errors import IsosimError
 from isosim.predict import choice
@@ -116,6 +120,9 @@ class Recommendation:
     """the simulated grid: ``n_values``, ``b_p_values``, ``n_floor``, ``n_ceiling``, ``cells`` and ``text``"""
     n_matters: dict = field(default_factory=dict)
     """does n matter at this budget (:func:`isosim.predict.choice.matters_line`) and the regime"""
+    bank: str = ""
+    """where the read came from when the shipped answer bank gave it (:mod:`isosim.predict.bank`); empty when
+    the sweep was simulated (or read from the cache)"""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,9 +183,8 @@ def _n_sat_text(result: dict[str, Any]) -> str:
 
 
 PRESIMULATED_PRESETS = ("easy", "hard")
-"""the presets whose sweep to the cap ships: the (n, B_p) grid from n = 2 takes ~5x the update steps
-of the old grid from n = 8 (n = 2 at B_p 32 alone is 156,000 steps to 1e7), so very-easy and extreme
-simulate theirs on first use of a budget at or past the cap, then read it from the cache"""
+"""the presets whose sweep to the cap ships as records (``bank=False`` reads them; the answer bank of
+:mod:`isosim.predict.bank` holds every built-in preset's read at the cap, very-easy and extreme included)"""
 PRESIMULATED = Path(__file__).resolve().parent / "presimulated"
 """the built-in presets' sweeps to the cap at recommend's defaults (``scripts/presimulate.py`` writes
 them; a test re-simulates part of each and compares): copied into the cache on first use, so a budget
@@ -191,7 +197,7 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
     :func:`isosim.predict.choice.sim_grid` to the budget, at most ``SIM_BUDGET_CAP``), and the preset's
     settings with the overrides applied."""
     from isosim.sim.presets import get_preset
-    from isosim.sweeps import sweep
+    from isosim.sweeps.plans import plan_for_preset
 
     overrides: dict[str, Any] = {}
     if profile is not None:
@@ -203,7 +209,7 @@ def sweep_plan(budget: float, *, preset: str = "easy", profile: str | None = Non
         overrides["n_train"] = int(max(problems, 32))
     settings = {**get_preset(preset), **overrides}
     ns, bps = choice.sim_grid(b_max, quick)
-    plan = sweep.plan_for_preset(preset, "q3", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
+    plan = plan_for_preset(preset, "q3", quick=quick, seeds=seeds, budget_max=min(float(budget), SIM_BUDGET_CAP),
                                  n_values=ns, b_p_values=bps, b_max=b_max, **overrides)
     return plan, settings
 
@@ -233,33 +239,28 @@ def check_request(budget: float, b_max: int, problems: int | None, quick: bool =
 
 def recommend(budget: float, *, preset: str | None = None, profile: str | None = None, b_max: int = 65536,
               problems: int | None = None, metric: str = "val_avg", quick: bool = False, seeds: int = 2,
-              progress: bool = False, allocation: bool = True) -> Recommendation:
+              progress: bool = False, allocation: bool = True, bank: bool = True,
+              log: Callable[[str], None] | None = None) -> Recommendation:
     """Simulate the (n, B_p) grid for this profile up to ``budget`` and derive the allocation; with
     ``allocation``, also whether a per-problem allocation rule is predicted to pay (at the
-    recommended n and B_p: :func:`isosim.predict.allocation.advice`)."""
-    from isosim.sweeps import sweep
+    recommended n and B_p: :func:`isosim.predict.allocation.advice`). With ``bank``, a built-in preset
+    at the defaults is read from the shipped answer bank instead (:mod:`isosim.predict.bank`).
+    ``progress`` shows a bar on stderr; otherwise ``log`` (if given) receives one line per stage."""
+    from isosim.predict import bank as answer_bank
 
     check_request(budget, b_max, problems, quick)
     name = preset or "easy"
     plan, settings = sweep_plan(budget, preset=name, profile=profile, b_max=b_max, problems=problems, quick=quick,
                                 seeds=seeds)
     sim_budget = max(c.budget for c in plan.cells)
-    store = cache_dir() / plan.plan_id
-    shipped = PRESIMULATED / plan.plan_id
-    if shipped.is_dir() and not (store / "manifest.json").exists():  # a preset's sweep to the cap, shipped
-        import shutil
-
-        shutil.copytree(shipped, store, dirs_exist_ok=True)
-    # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
-    df = sweep.run_sweep(plan, store, progress=progress, wait=True)
-    n_boot = 10 if quick else 100
-    if progress:
-        from rich.console import Console
-
-        with Console(stderr=True).status("fitting the frontier of the simulated sweep"):
-            read = choice.read_grid(df, metric, n_boot)
+    store: Path | str = ""
+    got = None
+    if bank and answer_bank.applies(name, profile, b_max, problems, metric, quick, seeds):
+        got = answer_bank.lookup(name, budget, lambda c: sweep_plan(c, preset=name)[0].plan_id, SIM_BUDGET_CAP)
+    if got is not None:
+        read = got["read"]
     else:
-        read = choice.read_grid(df, metric, n_boot)
+        store, read = _simulate_and_read(plan, metric, 10 if quick else 100, progress, log)
     top = read["top"]
     sure = certainty(read, seeds)
     n, b_p = sure.pop("pick")
@@ -319,10 +320,16 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         sure.pop("regret", None)
         matters = {}
     alloc = {}
-    if allocation:
+    shipped_alloc = [e["allocation"] for e in (got or {}).get("entries", ())
+                     if e.get("allocation") and e["allocation_n"] == n and e["allocation_b_p"] == b_p]
+    if allocation and shipped_alloc:  # the advice the bank computed at this n (its source names its budget)
+        alloc = shipped_alloc[0]
+    elif allocation:
         from isosim.predict import allocation as A
 
         size = int(plan.base.get("n_train", settings.get("n_train")))
+        if log is not None and not progress:
+            log(f"allocation rules: reading or simulating their advice at n = {n}")
         alloc = A.advice({**simulated, "b_p": min(b_p, size), "n_train": size}, n, float(budget),
                          preset=name if profile is None else None, train_size=size, cache=cache_dir())
     return Recommendation(
@@ -337,7 +344,31 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         calibrated=_calibration(profile), track_record=[] if _calibration(profile) else track_record(),
         n_sat_reason=n_sat_reason, fitted_upper_n=fit_upper, simulated_budget=sim_budget,
         allocation=alloc, grid=grid, n_matters=matters,
+        bank="" if got is None else answer_bank.describe(got, float(budget)),
     )
+
+
+def _simulate_and_read(plan: Any, metric: str, n_boot: int, progress: bool,
+                       log: Callable[[str], None] | None) -> tuple[Path, dict[str, Any]]:
+    """Simulate (or read from the cache, or copy from the shipped sweeps to the cap) the plan's sweep, and
+    read it (:func:`isosim.predict.choice.read_grid`): the store and the read."""
+    from isosim.sweeps import sweep
+
+    from isosim.predict.bank import seed_store
+
+    store = cache_dir() / plan.plan_id
+    seed_store(plan.plan_id, store, PRESIMULATED)  # a preset's sweep to the cap, shipped
+    # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
+    # a bar on a terminal; elsewhere (with log) a start line and a line every 10 s
+    df = sweep.run_sweep(plan, store, progress=progress or log is not None, wait=True, log=log)
+    if progress:
+        from rich.console import Console
+
+        with Console(stderr=True).status("fitting the frontier of the simulated sweep"):
+            return store, choice.read_grid(df, metric, n_boot)
+    if log is not None:
+        log(f"fitting the frontier of the simulated sweep ({n_boot} bootstrap resamples)")
+    return store, choice.read_grid(df, metric, n_boot)
 
 
 def lr_reason(b_p: int, n: int, simulated_rule: str) -> str:
@@ -513,5 +544,5 @@ def certainty_lines(r: Recommendation) -> list[str]:
     from isosim.predict.allocation import advice_lines
 
     lines.extend(advice_lines(r.allocation))
-    lines.append(f"simulated sweep in {r.sweep_dir}")
+    lines.append(r.bank or f"simulated sweep in {r.sweep_dir}")
     return lines

@@ -352,7 +352,7 @@ def run_sweep(
     seconds.
     """
     out_dir = Path(out_dir)
-    simulate = simulate_fn if simulate_fn is not None else _default_simulate()
+    simulate = simulate_fn  # the engine (torch) is imported only when something is left to simulate
     configs = plan.configs()
     ids = [c.run_id for c in configs]
     if len(set(ids)) != len(ids):
@@ -374,6 +374,7 @@ def run_sweep(
                 name = f"chunk-{index:05d}.parquet"
                 t0 = time.perf_counter()
                 bar.start_chunk(chunk)
+                simulate = simulate or _default_simulate()
                 df = simulate(list(chunk), device=device, progress=bar.callback)
                 df = _check_chunk(df, chunk, f"{out_dir}/records/{name}")
                 atomic_write(out_dir / "records" / name, lambda fh: df.to_parquet(fh, index=False))

@@ -94,8 +94,9 @@ def predict(budget: float, *, preset: str | None = None, profile: str | None = N
     from isosim.predict.recommend import recommend
 
     b_max = int(b_max or default_b_max(preset, profile))
+    # bank=False: the prediction names the simulated sweep it read (sweep_dir), which the answer bank has not
     r = recommend(budget, preset=preset, profile=profile, b_max=b_max, problems=problems, metric=metric,
-                  quick=quick)
+                  quick=quick, bank=False)
     return {
         "source": f"profile {profile}" if profile else f"preset {preset or 'easy'}",
         "budget": float(budget), "n_star": int(r.predicted["n_star"][-1]), "n_recommended": int(r.n),
