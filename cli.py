@@ -402,6 +402,10 @@ def recommend(
                               f"{', '.join(given)} would be ignored (drop it, or drop --runs to simulate)")
         if budget is None:
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
+        if for_ is not None:  # where the full run goes, before any reading of the runs
+            from isosim.integrations.plan_files import full_folder
+
+            _check_out(full_folder(runs), flag=f"--for {for_} writes the full run into")
         if profile is not None:
             _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
                                map_, set_)
@@ -510,7 +514,8 @@ def plan(
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
     lr: Optional[float] = typer.Option(None, "--lr", help="BASE learning rate: each run's lr at the reference batch of B_p x n = 1024 rollouts a step, scaled by --lr-rule (default 1e-6, TRL's default learning_rate)"),
     lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 4-11 seed se below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
-    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); one that holds anything but this same plan is refused"),
+    force: bool = typer.Option(False, "--force", help="replace the --out folder whole where it holds other files (another plan, your runs' records or logs: all deleted)"),
 ) -> None:
     """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:
     settings (each run's lr by --lr-rule), launch lines and a README; then
@@ -535,6 +540,8 @@ def plan(
                              hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device),
                              lr=lr, lr_rule=lr_rule)
     plan_files.check_request(req)  # every flag before a folder is made
+    if out is not None:
+        plan_files.check_plan_folder(out.resolve(), req, force)
     fresh = out is None
     out = (out or _fresh_out("plan")).resolve()
     try:
@@ -549,7 +556,7 @@ def plan(
             with _working("simulating the schedule against constant n"):
                 sim = sched.compare(stages, sweep["ns"], budget, sweep["b_p"], preset=preset)
             view = {"stages": [{"n": s_n, "share": s_share} for s_n, s_share in stages], "simulator": sim}
-        lines = plan_files.write_sweep(req, sweep, out, view)  # the whole folder, or nothing
+        lines = plan_files.write_sweep(req, sweep, out, view, force=force)  # the whole folder, or nothing
     except BaseException:
         if fresh and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the fresh folder this command made, still empty
@@ -875,6 +882,21 @@ for _info in app.registered_commands:  # the command list shows each command's f
     _info.short_help = _info.short_help or " ".join((_info.callback.__doc__ or "").strip().split("\n\n")[0].split())
 
 
+OUT_FLAGS = ("--out", "--splits")
+"""the options that name where a command writes"""
+
+
+def _check_empty_outs(args: list[str]) -> None:
+    """Refuse ``--out ""`` (and ``--out=``), which the path type would read as the current folder."""
+    from isosim.errors import IsosimError
+
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in OUT_FLAGS and ((eq and not value.strip()) or
+                                  (not eq and i + 1 < len(args) and not args[i + 1].strip())):
+            raise IsosimError(f"{flag} is empty: name the folder or file to write (e.g. {flag} runs/mine)")
+
+
 def main() -> None:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
     try:  # typer >= 0.20 vendors click as typer._click; older typer uses click itself
@@ -887,6 +909,7 @@ def main() -> None:
     if len(sys.argv) == 1:
         sys.argv.append("--help")
     try:
+        _check_empty_outs(sys.argv[1:])
         rv = app(standalone_mode=False)
         if rv == 130:  # typer >= 0.20 turns a KeyboardInterrupt (or a stop signal) inside a command into 130
             raise KeyboardInterrupt
@@ -900,6 +923,13 @@ def main() -> None:
         message = " ".join(exc.format_message().split())
         typer.echo(f"isosim: error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
+    except OSError as exc:  # a disk that filled up during a write no atomic writer made
+        from isosim.files import FULL_DISK, full_disk_error
+
+        if exc.errno not in FULL_DISK:
+            raise
+        typer.echo(f"isosim: error: {full_disk_error(exc, exc.filename or 'a file')}", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
