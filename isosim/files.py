@@ -175,6 +175,10 @@ def _can_create_in(folder: Path) -> bool:
         return False
 
 
+TMP_EXTRA = 20
+"""bytes a temporary name (``.NAME.PID.tmp``, a replaced folder's ``.NAME.old.PID.tmp``) adds to a name"""
+
+
 def _name_max(folder: Path) -> tuple[int, int]:
     """(longest file name, longest path) the file system under ``folder`` takes."""
     try:
@@ -191,10 +195,11 @@ def long_name_problem(path: str | Path) -> str | None:
     full = len(os.fsencode(os.path.abspath(path)))
     if full >= path_max:
         return f"the path is {full} bytes long, longer than the {path_max - 1} the file system takes"
-    for part in path.parts:
-        if len(os.fsencode(part)) > name_max:
-            return (f"a name in it is {len(os.fsencode(part))} bytes long, longer than the {name_max} the file "
-                    "system takes")
+    for i, part in enumerate(path.parts):
+        most = name_max - (TMP_EXTRA if i == len(path.parts) - 1 else 0)  # its temporary name is longer
+        if len(os.fsencode(part)) > most:
+            return (f"a name in it is {len(os.fsencode(part))} bytes long, more than the {most} isosim can use "
+                    f"(the file system takes {name_max}; a file is written under a temporary name {TMP_EXTRA} longer)")
     return None
 
 
