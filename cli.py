@@ -820,7 +820,8 @@ def validate(
     check_model(model, launching=not dry_run)
     read_here = train_size is None or (launcher == "local" and not dry_run)  # a SLURM plan's data may live there only
     if read_here and not str(data).startswith("hf:") and not Path(data).is_file():  # before the prediction
-        raise IsosimError(f"--data {data}: no such data file (a JSON Lines file of problems, or hf:NAME)")
+        what = "a folder, not a data file" if Path(data).is_dir() else "no such data file"
+        raise IsosimError(f"--data {data}: {what} (a JSON Lines file of problems, or hf:NAME)")
     if profile is not None:
         from isosim.sim.profiles import read_profile
 
