@@ -411,3 +411,28 @@ def test_stale_temporary_names_are_those_of_dead_writers():
     assert not is_stale_tmp(tmp_name(Path("/x/frontier.json")))  # this process
     assert is_stale_tmp("/x/.frontier.json.999999999.tmp") and is_stale_tmp("/x/.sweep.abc123.tmp")
     assert not is_stale_tmp("/x/frontier.json") and not is_stale_tmp(f"/x/.a.{os.getppid()}.tmp")
+
+
+# --------------------------------------------------------------------------------------------
+# the words users follow
+# --------------------------------------------------------------------------------------------
+README = (ROOT / "README.md").read_text()
+
+
+def test_way_2_installs_the_trl_extra_before_launch_sh():
+    """launch.sh runs train_grpo.py, which imports trl and isosim's callback: without the extra it dies."""
+    lines = README.splitlines()
+    launch = next(i for i, ln in enumerate(lines) if ln.startswith("bash sweep/launch.sh"))
+    install = [i for i, ln in enumerate(lines) if "pip install -e '.[trl]'" in ln]
+    assert install and install[0] < launch
+
+
+def test_every_number_points_to_the_one_lr_table_too():
+    sentence = README[README.index("Every number:"):][:300]
+    assert "docs/validation.md" in sentence and "docs/organism.md" in sentence and "one-lr table" in sentence
+
+
+def test_integrations_says_plan_writes_one_lr_per_n():
+    text = " ".join((ROOT / "docs" / "integrations.md").read_text().split())
+    assert "The learning rate and the rest stay yours (the same for every `n`)" not in text
+    assert "`learning_rate`: one per `n`, by `--lr-rule`" in text
