@@ -326,7 +326,7 @@ def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
         raise IsosimError(f"{flag} must be finite: a number of rollouts, e.g. 2e6 (got inf)")
     if not budget > 0 or math.isnan(budget):
         raise IsosimError(f"{flag} must be a positive number of rollouts (got {budget:g})")
-    from isosim.predict.recommend import MAX_BUDGET
+    from isosim.sim.config import MAX_BUDGET
 
     if budget > MAX_BUDGET:
         raise IsosimError(f"{flag} {budget:.3g} rollouts is beyond any plausible run (at most {MAX_BUDGET:.0e}: 30 years "
@@ -767,7 +767,7 @@ def validate(
     profile: Optional[Path] = typer.Option(None, help="measured profile from isosim calibrate (instead of --preset)"),
     n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values (default: n_sat/4, n_sat, 4*n_sat)"),
     b_p: Optional[int] = typer.Option(None, "--b-p", min=1, help="problems per batch of every run (default: recommended)"),
-    seeds: int = typer.Option(1, min=1, help="runs per n (seeds 0..seeds-1)"),
+    seeds: int = typer.Option(1, min=1, max=MAX_SEEDS, help="runs per n (seeds 0..seeds-1)"),
     min_steps: int = typer.Option(20, min=1, help="clip n (and B_p) so that every run gets at least this many update steps"),
     b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),

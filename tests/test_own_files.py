@@ -326,6 +326,9 @@ def test_a_full_disk_outside_the_atomic_writer_is_one_line(tmp_path, monkeypatch
     (["validate", "--model", "organism", "--data", "x.jsonl", "--budget", "4096", "--train-size", "99999999999"],
      ["--train-size", "1000000"]),
     (["explore", "--seeds", "99999999999"], ["--seeds", "1000"]),
+    (["plan", "--for", "trl", "--budget", "2e6", "--seeds", "99999999999"], ["--seeds", "1000"]),  # hung
+    (["validate", "--model", "organism", "--data", "x.jsonl", "--budget", "4096", "--seeds", "99999999999"],
+     ["--seeds", "1000"]),
     (["explore", "--preset", "hard:nan,easy:0.5", "--quick"], ["hard:nan,easy:0.5", "weight"]),
     (["explore", "--preset", "beta:nan,1", "--quick"], ["beta:nan,1", "finite"]),
     (["explore", "--quick", "--tol", "inf"], ["--tol", "finite"]),

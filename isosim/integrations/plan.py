@@ -48,6 +48,8 @@ DEFAULT_PER_DEVICE = 8
 """completions per device per micro-batch when none is given (TRL's per_device_train_batch_size default)"""
 MIN_STEPS = 10
 N_MAX = 256
+MAX_SEEDS = 1_000
+"""the most runs per n a plan writes (a cheap sweep has one to three)"""
 MAX_LR = 1e-2
 """the largest BASE lr plan writes: 33 times the organism's 3e-4 and 10,000 times TRL's default 1e-6;
 AdamW fine-tuning of a language model above it diverges (a larger --lr is a typo or another unit)"""
@@ -102,7 +104,7 @@ def run_name(n: int, seed: int, stage: str = "") -> str:
 
 
 def check_budget(budget: float | None, share: float) -> None:
-    from isosim.predict.recommend import MAX_BUDGET
+    from isosim.sim.config import MAX_BUDGET
 
     if budget is None or math.isnan(budget) or budget <= 0:
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")

@@ -69,8 +69,8 @@ def check_request(req: Request) -> None:
     P.check_budget(req.budget, req.share)
     P.check_lr(req.lr, req.lr_rule)
     req.hardware.check()
-    if req.seeds < 1:
-        raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
+    if not 1 <= req.seeds <= P.MAX_SEEDS:
+        raise IsosimError(f"--seeds must be between 1 and {P.MAX_SEEDS} runs per n, got {req.seeds}")
     if req.min_steps < 1:
         raise IsosimError(f"--min-steps must be >= 1, got {req.min_steps}")
     if req.trainer == "isosim" and req.hardware.nodes > 1:
