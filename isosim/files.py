@@ -61,13 +61,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def is_stale_tmp(path: str | Path) -> bool:
-    """True for a temporary file or folder (:func:`tmp_name`) whose writer is gone: its pid runs no
-    process (or the name carries no pid, as the names of older isosim versions)."""
+    """True for a temporary file or folder (:func:`tmp_name`, ``.NAME.PID.tmp``) whose writer is
+    gone: its pid runs no process. A name without a pid is not isosim's and is left alone."""
     name = Path(path).name
     if not is_tmp_name(name):
         return False
     pid = name[:-len(".tmp")].rsplit(".", 1)[-1]
-    return not (pid.isdigit() and (int(pid) == os.getpid() or _pid_alive(int(pid))))
+    return pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
 
 
 def remove_stale_tmp(folder: str | Path, name: str | None = None) -> list[Path]:
@@ -97,7 +97,7 @@ FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 def full_disk_error(exc: OSError, path: str | Path) -> IsosimError:
     """The one line for a write that ran out of space (``ENOSPC``) or quota (``EDQUOT``)."""
     what = "no space left on the device" if exc.errno == errno.ENOSPC else "the disk quota is exceeded"
-    return IsosimError(f"{path}: cannot be written, {what}; free some space (nothing was half-written) and rerun")
+    return IsosimError(f"{path}: cannot be written, {what}; free some space and rerun")
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:

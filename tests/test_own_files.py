@@ -412,8 +412,9 @@ def test_stale_temporary_names_are_those_of_dead_writers():
     from isosim.files import is_stale_tmp, tmp_name
 
     assert not is_stale_tmp(tmp_name(Path("/x/frontier.json")))  # this process
-    assert is_stale_tmp("/x/.frontier.json.999999999.tmp") and is_stale_tmp("/x/.sweep.abc123.tmp")
+    assert is_stale_tmp("/x/.frontier.json.999999999.tmp") and is_stale_tmp("/x/.sweep.old.999999999.tmp")
     assert not is_stale_tmp("/x/frontier.json") and not is_stale_tmp(f"/x/.a.{os.getppid()}.tmp")
+    assert not is_stale_tmp("/x/.my-notes.tmp")  # no pid: not isosim's, left alone
 
 
 # --------------------------------------------------------------------------------------------

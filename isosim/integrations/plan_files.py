@@ -264,7 +264,8 @@ PLAN_OWN = ("README.md", PLAN_FILE, RUNS_FILE, "launch.sh", "train_grpo.py", "su
 
 
 def _listing(out: Path, limit: int = 3) -> str:
-    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    """A few names of what ``out`` holds (its top level only: it may be a large folder of the user's)."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
