@@ -201,7 +201,7 @@ def explore(
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         preset = preset or "easy"
-        _check_budget(budget_max, "--budget-max")
+        _check_budget(budget_max, "--budget-max", bounded=False)  # the run-length check names what explore reaches
         overrides = {}
         if profile is not None:
             from isosim.sim.profiles import read_profile
@@ -314,8 +314,9 @@ def _runs_lr(runs: Path, r: dict, maps: list[str], sets: list[str], assumed: Opt
             "lines": LR.runs_lines(per_run, info, int(r["pick"]), int(r["b_p"]), assumed)}
 
 
-def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
-    """Refuse a budget that is not a positive finite number of rollouts, before any work."""
+def _check_budget(budget: Optional[float], flag: str = "--budget", bounded: bool = True) -> None:
+    """Refuse a budget that is not a positive finite number of rollouts, or (``bounded``) one past
+    any plausible run, before any work."""
     import math
 
     from isosim.errors import IsosimError
@@ -328,7 +329,7 @@ def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
         raise IsosimError(f"{flag} must be a positive number of rollouts (got {budget:g})")
     from isosim.sim.config import MAX_BUDGET
 
-    if budget > MAX_BUDGET:
+    if bounded and budget > MAX_BUDGET:
         raise IsosimError(f"{flag} {budget:.3g} rollouts is beyond any plausible run (at most {MAX_BUDGET:.0e}: 30 years "
                           "at 10,000 rollouts a second); is it in rollouts (not tokens)?")
 
