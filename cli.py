@@ -85,6 +85,9 @@ def _n_list(text: Optional[str], example: str) -> Optional[list[int]]:
 
 LLM_MODULES = ("transformers", "accelerate", "math_verify")  # the [llm] extra's modules that runs import
 MAX_RUN_STEPS = 10_000_000  # longest simulated run explore starts (hours of simulation)
+MAX_N_BOOT = 10_000  # bootstrap resamples: 50 times the default (more only takes memory and time)
+MAX_TRAIN_SIZE = 1_000_000  # simulated training problems (the simulator holds each one's state in every run)
+MAX_SEEDS = 1_000  # seeds per cell of a simulated sweep (the paper's: 3)
 
 
 def _missing_llm_modules() -> list[str]:
@@ -146,6 +149,16 @@ def _explore_metric(plan, metric: str) -> str:
     return column
 
 
+def _check_tol(tol: Optional[float]) -> None:
+    """Refuse a tie tolerance that is not a finite number (inf ties every n; nan none), before any work."""
+    import math
+
+    from isosim.errors import IsosimError
+
+    if tol is not None and not math.isfinite(tol):
+        raise IsosimError(f"--tol must be a finite tolerance in units of the metric, e.g. 0.005 (got {tol:g})")
+
+
 def _check_device(device: str) -> None:
     """Refuse a device that cannot run, before any folder is made."""
     from isosim.errors import IsosimError
@@ -169,7 +182,7 @@ def explore(
     policy: Optional[str] = typer.Option(None, help="linear (default), tabular or mlp (tabular: per-problem parameters only, so validation cannot move)"),
     question: Optional[str] = typer.Option(None, help="q1 (default): fixed B_p, vary n and M; q2: fixed B = B_p*n; q3: all free"),
     allocation: Optional[str] = typer.Option(None, help="per-problem rollout rule at the same rollouts per step: uniform (default), filter, variance, knapsack or band"),
-    seeds: Optional[int] = typer.Option(None, min=1, help="how many seeds per cell (default 3; quick 2)"),
+    seeds: Optional[int] = typer.Option(None, min=1, max=MAX_SEEDS, help="how many seeds per cell (default 3; quick 2)"),
     seed: Optional[int] = typer.Option(None, min=0, help="base seed (seeds seed .. seed+seeds-1; default 0); also the bootstrap seed"),
     budget_max: Optional[float] = typer.Option(None, help="budget of every run, in rollouts (default 1e7; quick 2e5)"),
     metric: str = typer.Option("avg", help="avg, best, worst (validation avg@k, best@k, worst@k) or a column"),
@@ -177,7 +190,7 @@ def explore(
     quick: bool = typer.Option(False, "--quick", help="a small grid that finishes in seconds"),
     plan: Optional[Path] = typer.Option(None, help="run this plan JSON (plan.json of an earlier sweep) instead; the plan fixes "
                                         "the runs, so --" + ", --".join(PLAN_FIXES) + " are refused with it"),
-    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples for the n_sat interval"),
+    n_boot: int = typer.Option(200, min=0, max=MAX_N_BOOT, help="bootstrap resamples for the n_sat interval"),
     tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
 ) -> None:
@@ -187,6 +200,7 @@ def explore(
     from isosim.sweeps import sweep
 
     _check_out(out)
+    _check_tol(tol)
     if plan is not None:
         given = dict(zip(PLAN_FIXES, (preset, profile, policy, question, allocation, seeds, seed, budget_max,
                                       quick or None)))
@@ -199,7 +213,7 @@ def explore(
         the_plan = sweep.SweepPlan.from_json(plan.read_text(), source=str(plan))
     else:
         preset = preset or "easy"
-        _check_budget(budget_max, "--budget-max")
+        _check_budget(budget_max, "--budget-max", bounded=False)  # the run-length check names what explore reaches
         overrides = {}
         if profile is not None:
             from isosim.sim.profiles import read_profile
@@ -226,9 +240,10 @@ def explore(
     if seed_store(the_plan.plan_id, out):
         typer.echo("this sweep ships with isosim, simulated ahead of time by the same engine: read, not simulated",
                    err=True)
-    df = sweep.run_sweep(the_plan, out, device=device, progress=True, log=lambda line: typer.echo(line, err=True))
-    with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
-        result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed or 0, tol=tol)
+    with sweep.hold(out):  # the whole command, report included: a second explore here is refused meanwhile
+        df = sweep.run_sweep(the_plan, out, device=device, progress=True, log=lambda line: typer.echo(line, err=True))
+        with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
+            result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed or 0, tol=tol)
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({the_plan.question})",
                          out_dir=out)
 
@@ -237,7 +252,7 @@ def explore(
 def analyze(
     path: Path = typer.Argument(..., help="a sweep folder, a folder of runs (isosim records.jsonl or TensorBoard logs: TRL, verl), a W&B CSV export, or a CSV/Parquet/JSONL records table"),
     metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default: avg where validation is logged, else train_reward)"),
-    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples"),
+    n_boot: int = typer.Option(200, min=0, max=MAX_N_BOOT, help="bootstrap resamples"),
     seed: int = typer.Option(0, min=0, help="bootstrap seed"),
     tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder runs/analyze-<time>/; never the input folder unless --out names it)"),
@@ -253,6 +268,7 @@ def analyze(
     from isosim.integrations import default_metric, load_competing_runs
 
     _check_out(out)
+    _check_tol(tol)
     df, what, reach = load_competing_runs(path, maps=map_, sets=set_, runs_file=runs)
     rules = records.allocation_summary(df) or {}
     if len(rules) > 1:  # the frontier compares n: runs of another rule at the same n are not seeds of it
@@ -318,8 +334,9 @@ def _runs_lr(runs: Path, r: dict, maps: list[str], sets: list[str], assumed: Opt
             "lines": LR.runs_lines(per_run, info, int(r["pick"]), int(r["b_p"]), assumed)}
 
 
-def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
-    """Refuse a budget that is not a positive finite number of rollouts, before any work."""
+def _check_budget(budget: Optional[float], flag: str = "--budget", bounded: bool = True) -> None:
+    """Refuse a budget that is not a positive finite number of rollouts, or (``bounded``) one past
+    any plausible run, before any work."""
     import math
 
     from isosim.errors import IsosimError
@@ -330,6 +347,11 @@ def _check_budget(budget: Optional[float], flag: str = "--budget") -> None:
         raise IsosimError(f"{flag} must be finite: a number of rollouts, e.g. 2e6 (got inf)")
     if not budget > 0 or math.isnan(budget):
         raise IsosimError(f"{flag} must be a positive number of rollouts (got {budget:g})")
+    from isosim.sim.config import MAX_BUDGET
+
+    if bounded and budget > MAX_BUDGET:
+        raise IsosimError(f"{flag} {budget:.3g} rollouts is beyond any plausible run (at most {MAX_BUDGET:.0e}: 30 years "
+                          "at 10,000 rollouts a second); is it in rollouts (not tokens)?")
 
 
 def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: str,
@@ -383,7 +405,7 @@ def recommend(
     preset: Optional[str] = typer.Option(None, help="simulator preset (default easy): its dynamics and recipe are simulated; with --profile the profile's problems replace the preset's (e.g. --preset hard --profile FILE for the hard recipe)"),
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate (the problems; the recipe and dynamics come from --preset or the profile's own dynamics block)"),
     max_batch: Optional[int] = typer.Option(None, help="hardware cap on B_p * n (rollouts per step; default 65536)"),
-    problems: Optional[int] = typer.Option(None, "--train-size", "--problems", help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
+    problems: Optional[int] = typer.Option(None, "--train-size", "--problems", max=MAX_TRAIN_SIZE, help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
     metric: str = typer.Option("avg", help="avg, best or worst"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -426,6 +448,10 @@ def recommend(
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
         if lr_tuned_at is not None and lr_tuned_at < 2:
             raise IsosimError(f"--lr-tuned-at is the n the runs' lr was tuned at (2 or more), got {lr_tuned_at}")
+        if for_ is not None:  # where the full run goes, before any reading of the runs
+            from isosim.integrations.plan_files import full_folder
+
+            _check_out(full_folder(runs), flag=f"--for {for_} writes the full run into")
         if profile is not None:
             _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
                                map_, set_, lr_tuned_at)
@@ -536,7 +562,8 @@ def plan(
     lr: Optional[float] = typer.Option(None, "--lr", help="BASE learning rate: each run's lr at the reference batch of B_p x n = 1024 rollouts a step, scaled by --lr-rule (default 1e-6, TRL's default learning_rate)"),
     lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 4-11 seed se below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
     lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="the n at which you tuned --lr (at this plan's B_p): that n's runs get --lr exactly and --lr-rule scales the others from there (e.g. --lr 1e-6 --lr-tuned-at 8: TRL's default lr at its default num_generations); without it --lr is the lr at B_p x n = 1024"),
-    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); one that holds anything but this same plan is refused"),
+    force: bool = typer.Option(False, "--force", help="replace the --out folder whole where it holds other files (another plan, your runs' records or logs: all deleted)"),
 ) -> None:
     """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:
     settings (each run's lr by --lr-rule), launch lines and a README; then
@@ -561,6 +588,8 @@ def plan(
                              hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device),
                              lr=lr, lr_rule=lr_rule, lr_tuned_at=lr_tuned_at)
     plan_files.check_request(req)  # every flag before a folder is made
+    if out is not None:
+        plan_files.check_plan_folder(out.resolve(), req, force)
     fresh = out is None
     out = (out or _fresh_out("plan")).resolve()
     try:
@@ -575,7 +604,7 @@ def plan(
             with _working("simulating the schedule against constant n"):
                 sim = sched.compare(stages, sweep["ns"], budget, sweep["b_p"], preset=preset)
             view = {"stages": [{"n": s_n, "share": s_share} for s_n, s_share in stages], "simulator": sim}
-        lines = plan_files.write_sweep(req, sweep, out, view)  # the whole folder, or nothing
+        lines = plan_files.write_sweep(req, sweep, out, view, force=force)  # the whole folder, or nothing
     except BaseException:
         if fresh and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the fresh folder this command made, still empty
@@ -612,12 +641,19 @@ def calibrate(
     fit: Optional[str] = typer.Option(None, "--fit", help="--dynamics: comma-separated settings to fit instead of the default choice (lr, lr_power, transfer_frac, loading_lo, hard_loading, kl, wd)"),
     budget: Optional[float] = typer.Option(None, help="--dynamics: also simulate every n of --grid to this budget with the fitted dynamics (the n the runs measured and the n only simulated are named)"),
     grid: Optional[str] = typer.Option(None, "--grid", help="--dynamics with --budget: comma-separated n to simulate (default 2,4,8,16,32,64,128)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file (a measurement resumes without it)"),
 ) -> None:
     """Measure the base model's pass rate on each problem (--model, --data), or fit the simulator's
     dynamics to cheap real runs (--dynamics RUNS --profile FILE): the profile explore/recommend/validate read."""
     from isosim.errors import IsosimError
 
-    _check_out(out or Path("dynamics.json" if dynamics is not None else "profile.json"), "file")
+    target = out or Path("dynamics.json" if dynamics is not None else "profile.json")
+    _check_out(target, "file")
+    if target.is_file() and not force:
+        from llm_runs.launch.calibrate import partial_path
+
+        if dynamics is not None or not partial_path(target).is_file():  # a measurement's own file resumes
+            raise IsosimError(f"--out {target} exists: pass --out NEW_FILE, or --force to overwrite it")
     if not 0 < vllm_memory < 1:
         raise IsosimError(f"--vllm-memory must lie between 0 and 1 (a share of the GPU's memory), got {vllm_memory}")
     if splits is not None:
@@ -717,10 +753,11 @@ def predict(
     key: Optional[str] = typer.Option(None, help="store the prediction under this key of --out (e.g. easy-128)"),
     setting: Optional[str] = typer.Option(None, help="a line naming the sweep's setting, stored in the entry"),
     out: Path = typer.Option(Path("prediction_calibrated.json"), help="prediction file to write (or add --key to)"),
-    n_boot: int = typer.Option(200, min=0, help="bootstrap resamples of the frontier analysis"),
+    n_boot: int = typer.Option(200, min=0, max=MAX_N_BOOT, help="bootstrap resamples of the frontier analysis"),
     map_: list[str] = typer.Option([], "--map", help="TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable; as analyze's)"),
     set_: list[str] = typer.Option([], "--set", help="TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable; as analyze's)"),
     run_settings: Optional[Path] = typer.Option(None, "--run-settings", help="TensorBoard/W&B logs: CSV (a 'run' column) or JSON file of per-run settings (analyze's --runs)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing --out file (with --key: that key's entry)"),
 ) -> None:
     """Predict a sweep's frontier from its cheap part: the cheap curves extrapolated to the full budget."""
     from isosim.predict import extrapolate
@@ -728,6 +765,7 @@ def predict(
     _check_budget(budget)
     _check_budget(max_rollouts, "--max-rollouts")
     _check_out(out, "file")
+    extrapolate.check_entry(out, key, force)
     not_read = extrapolate.check_cheap_reach(runs, max_rollouts, _n_list(n, "4,8,16"), maps=map_, sets=set_,
                                              runs_file=run_settings)
     if not_read:
@@ -756,17 +794,17 @@ def validate(
     profile: Optional[Path] = typer.Option(None, help="measured profile from isosim calibrate (instead of --preset)"),
     n: Optional[str] = typer.Option(None, "--n", help="comma-separated n values (default: n_sat/4, n_sat, 4*n_sat)"),
     b_p: Optional[int] = typer.Option(None, "--b-p", min=1, help="problems per batch of every run (default: recommended)"),
-    seeds: int = typer.Option(1, min=1, help="runs per n (seeds 0..seeds-1)"),
+    seeds: int = typer.Option(1, min=1, max=MAX_SEEDS, help="runs per n (seeds 0..seeds-1)"),
     min_steps: int = typer.Option(20, min=1, help="clip n (and B_p) so that every run gets at least this many update steps"),
     b_max: Optional[int] = typer.Option(None, "--b-max", min=2, help="largest rollout batch B_p * n of a run (default: the paper's, 65536 for easy and 16384 for hard sets)"),
     launcher: str = typer.Option("local", help="local (one run after another) or slurm (submitit job array)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the launch commands; run nothing"),
-    train_size: Optional[int] = typer.Option(None, "--train-size", min=1, help="training-set size the prediction simulates (default: counted from --data)"),
+    train_size: Optional[int] = typer.Option(None, "--train-size", min=1, max=MAX_TRAIN_SIZE, help="training-set size the prediction simulates (default: counted from --data)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
     config: Optional[Path] = typer.Option(None, help="base llm_runs.training.train settings (JSON/YAML) for every run"),
     set_: list[str] = typer.Option([], "--set", help="llm_runs.training.train setting key=value for every run (repeatable)"),
     metric: str = typer.Option("avg", help="avg, best or worst: the validation metric compared"),
-    n_boot: int = typer.Option(100, min=0, help="bootstrap resamples of the frontier analysis"),
+    n_boot: int = typer.Option(100, min=0, max=MAX_N_BOOT, help="bootstrap resamples of the frontier analysis"),
     quick: bool = typer.Option(False, "--quick", help="predict from a small simulated sweep (seconds; for tests)"),
     partition: Optional[str] = typer.Option(None, help="slurm: partition"),
     time_min: int = typer.Option(24 * 60, min=1, help="slurm: time limit per job, minutes (jobs requeue and resume)"),
@@ -809,7 +847,8 @@ def validate(
     check_model(model, launching=not dry_run)
     read_here = train_size is None or (launcher == "local" and not dry_run)  # a SLURM plan's data may live there only
     if read_here and not str(data).startswith("hf:") and not Path(data).is_file():  # before the prediction
-        raise IsosimError(f"--data {data}: no such data file (a JSON Lines file of problems, or hf:NAME)")
+        what = "a folder, not a data file" if Path(data).is_dir() else "no such data file"
+        raise IsosimError(f"--data {data}: {what} (a JSON Lines file of problems, or hf:NAME)")
     if profile is not None:
         from isosim.sim.profiles import read_profile
 
@@ -901,6 +940,21 @@ for _info in app.registered_commands:  # the command list shows each command's f
     _info.short_help = _info.short_help or " ".join((_info.callback.__doc__ or "").strip().split("\n\n")[0].split())
 
 
+OUT_FLAGS = ("--out", "--splits")
+"""the options that name where a command writes"""
+
+
+def _check_empty_outs(args: list[str]) -> None:
+    """Refuse ``--out ""`` (and ``--out=``), which the path type would read as the current folder."""
+    from isosim.errors import IsosimError
+
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in OUT_FLAGS and ((eq and not value.strip()) or
+                                  (not eq and i + 1 < len(args) and not args[i + 1].strip())):
+            raise IsosimError(f"{flag} is empty: name the folder or file to write (e.g. {flag} runs/mine)")
+
+
 def main() -> None:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
     try:  # typer >= 0.20 vendors click as typer._click; older typer uses click itself
@@ -913,6 +967,7 @@ def main() -> None:
     if len(sys.argv) == 1:
         sys.argv.append("--help")
     try:
+        _check_empty_outs(sys.argv[1:])
         rv = app(standalone_mode=False)
         if rv == 130:  # typer >= 0.20 turns a KeyboardInterrupt (or a stop signal) inside a command into 130
             raise KeyboardInterrupt
@@ -926,6 +981,13 @@ def main() -> None:
         message = " ".join(exc.format_message().split())
         typer.echo(f"isosim: error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
+    except OSError as exc:  # a disk that filled up during a write no atomic writer made
+        from isosim.files import FULL_DISK, full_disk_error
+
+        if exc.errno not in FULL_DISK:
+            raise
+        typer.echo(f"isosim: error: {full_disk_error(exc, exc.filename or 'a file')}", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ Only the standard library, numpy and ``isosim.errors`` are imported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,9 +50,60 @@ def is_tmp_name(path: str | Path) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: a process of another user holds the pid
+        return True
+    return True
+
+
+def is_stale_tmp(path: str | Path) -> bool:
+    """True for a temporary file or folder (:func:`tmp_name`, ``.NAME.PID.tmp``) whose writer is
+    gone: its pid runs no process. A name without a pid is not isosim's and is left alone."""
+    name = Path(path).name
+    if not is_tmp_name(name):
+        return False
+    pid = name[:-len(".tmp")].rsplit(".", 1)[-1]
+    return pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
+
+
+def remove_stale_tmp(folder: str | Path, name: str | None = None) -> list[Path]:
+    """Remove the leftovers of writers killed mid-write in ``folder`` (temporary files and staging
+    folders of dead processes; only those of ``name`` where given); return what was removed. A
+    writer still running keeps its temporary file."""
+    folder = Path(folder)
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        if (name is None or p.name.startswith(f".{name}.")) and is_stale_tmp(p):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+            removed.append(p)
+    return removed
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk_error(exc: OSError, path: str | Path) -> IsosimError:
+    """The one line for a write that ran out of space (``ENOSPC``) or quota (``EDQUOT``)."""
+    what = "no space left on the device" if exc.errno == errno.ENOSPC else "the disk quota is exceeded"
+    return IsosimError(f"{path}: cannot be written, {what}; free some space and rerun")
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
     """Write ``path`` via a temporary file: ``write(fh)``, flush, fsync, ``os.replace``, fsync the
-    folder. On any error the temporary file is removed and ``path`` is left as it was."""
+    folder. On any error the temporary file is removed and ``path`` is left as it was; a full disk
+    is one line (:func:`full_disk_error`)."""
     path = Path(path)
     tmp = tmp_name(path)
     try:
@@ -59,9 +112,11 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.errno in FULL_DISK:
+            raise full_disk_error(exc, path) from None
         raise
     fsync_dir(path.parent)
     return path
@@ -120,11 +175,44 @@ def _can_create_in(folder: Path) -> bool:
         return False
 
 
-def out_problem(path: str | Path, kind: str = "folder") -> str | None:
-    """Why ``path`` cannot be written as an output ``kind`` (``folder`` or ``file``): it is the other
-    kind, it lies under a file, or its folder (or nearest existing ancestor) takes no new files; None
-    when it can. Nothing is created."""
+TMP_EXTRA = 20
+"""bytes a temporary name (``.NAME.PID.tmp``, a replaced folder's ``.NAME.old.PID.tmp``) adds to a name"""
+
+
+def _name_max(folder: Path) -> tuple[int, int]:
+    """(longest file name, longest path) the file system under ``folder`` takes."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255, 4096
+
+
+def long_name_problem(path: str | Path) -> str | None:
+    """Why ``path`` is too long for the file system (``ENAMETOOLONG``), before anything touches it:
+    a name longer than its ``NAME_MAX`` or a whole path longer than its ``PATH_MAX``; None if neither."""
     path = Path(path)
+    name_max, path_max = _name_max(Path("."))
+    full = len(os.fsencode(os.path.abspath(path)))
+    if full >= path_max:
+        return f"the path is {full} bytes long, longer than the {path_max - 1} the file system takes"
+    for i, part in enumerate(path.parts):
+        most = name_max - (TMP_EXTRA if i == len(path.parts) - 1 else 0)  # its temporary name is longer
+        if len(os.fsencode(part)) > most:
+            return (f"a name in it is {len(os.fsencode(part))} bytes long, more than the {most} isosim can use "
+                    f"(the file system takes {name_max}; a file is written under a temporary name {TMP_EXTRA} longer)")
+    return None
+
+
+def out_problem(path: str | Path, kind: str = "folder") -> str | None:
+    """Why ``path`` cannot be written as an output ``kind`` (``folder`` or ``file``): it is empty,
+    too long, the other kind, it lies under a file, or its folder (or nearest existing ancestor)
+    takes no new files; None when it can. Nothing is created."""
+    if not str(path).strip():
+        return "an empty path (name a folder or a file)"
+    path = Path(path)
+    too_long = long_name_problem(path)
+    if too_long:
+        return too_long
     if kind == "folder" and path.exists() and not path.is_dir():
         return "it is a file, not a folder"
     if kind == "file" and path.is_dir():

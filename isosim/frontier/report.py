@@ -16,6 +16,7 @@ import pandas as pd
 
 from isosim import records
 from isosim.errors import IsosimError
+from isosim.files import remove_stale_tmp
 
 METRIC_ALIASES = {"avg": "val_avg", "best": "val_best", "worst": "val_worst"}
 
@@ -184,6 +185,7 @@ def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_av
     metric = metric_column(metric)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_tmp(out)  # what a writer killed mid-figure left
     df = records.normalize(df, source="records")
     df, input_notes = clean_records(df, metric)
     if not len(df):

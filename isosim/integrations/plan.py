@@ -48,6 +48,11 @@ DEFAULT_PER_DEVICE = 8
 """completions per device per micro-batch when none is given (TRL's per_device_train_batch_size default)"""
 MIN_STEPS = 10
 N_MAX = 256
+MAX_SEEDS = 1_000
+"""the most runs per n a plan writes (a cheap sweep has one to three)"""
+MAX_LR = 1e-2
+"""the largest BASE lr plan writes: 33 times the organism's 3e-4 and 10,000 times TRL's default 1e-6;
+AdamW fine-tuning of a language model above it diverges (a larger --lr is a typo or another unit)"""
 VERL_VERSION = "0.9.1"
 TRL_VERSION = "1.16.0"
 
@@ -101,10 +106,15 @@ def run_name(n: int, seed: int, stage: str = "") -> str:
 
 
 def check_budget(budget: float | None, share: float) -> None:
+    from isosim.sim.config import MAX_BUDGET
+
     if budget is None or math.isnan(budget) or budget <= 0:
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
     if math.isinf(budget):
         raise IsosimError("--budget must be finite: a number of rollouts, e.g. 2e6 (got inf)")
+    if budget > MAX_BUDGET:
+        raise IsosimError(f"--budget {budget:.3g} rollouts is beyond any plausible run (at most {MAX_BUDGET:.0e}, "
+                          "as recommend: 30 years at 10,000 rollouts a second); is it in rollouts (not tokens)?")
     if not 0 < share < 1:
         raise IsosimError(f"--share must be between 0 and 1 (the cheap part's share of C), got {share}")
 
@@ -115,6 +125,9 @@ def check_lr(base: float | None, rule: str) -> None:
         raise IsosimError(f"--lr-rule must be {' or '.join(LR_RULES)}, got {rule!r}")
     if base is not None and not (math.isfinite(base) and base > 0):
         raise IsosimError(f"--lr must be a positive finite learning rate, got {base}")
+    if base is not None and base > MAX_LR:
+        raise IsosimError(f"--lr {base:g} is not a plausible learning rate for RL fine-tuning (at most {MAX_LR:g}; "
+                          f"TRL's default is 1e-6, the organism's 3e-4)")
 
 
 def check_n(n: int) -> None:
@@ -227,19 +240,39 @@ def check_steps(n: int, b_p: int, cheap: float, min_steps: int, share: float, bu
                       f"{' or '.join(hint)}, or drop n = {n}")
 
 
-def resolve_b_p(trainer: str, ns: list[int], b_p: int | None, processes: int) -> tuple[int, list[str]]:
-    """The sweep's one B_p: the one given (checked per n by :func:`check_split`), or the default
-    rounded up to the trainer's multiple for the grid."""
+def full_micro_batches(ns: list[int], b_p: int, hw: Hardware) -> bool:
+    """True when every n's share of a process splits into micro-batches of at least half the
+    per-device cap (or into one micro-batch where the share is smaller than the cap): no n is left
+    with micro-batches of one or two completions because its share has no divisor near the cap."""
+    for n in ns:
+        per_process = b_p * n // hw.processes
+        if largest_divisor(per_process, hw.per_device) < min(per_process, (hw.per_device + 1) // 2):
+            return False
+    return True
+
+
+def resolve_b_p(trainer: str, ns: list[int], b_p: int | None, processes: int,
+                per_device: int = DEFAULT_PER_DEVICE) -> tuple[int, list[str]]:
+    """The sweep's one B_p: the one given (checked per n by :func:`check_split`), or the smallest
+    multiple of the trainer's split step for the grid from the default on whose completions every
+    n splits into full micro-batches (:func:`full_micro_batches`; at most twice the default, else
+    the first multiple)."""
     if b_p is not None:
         if b_p < 1:
             raise IsosimError(f"--b-p must be >= 1 prompt per step, got {b_p}")
         return b_p, []
     step = b_p_multiple(trainer, ns, processes)
-    chosen = -(-DEFAULT_B_P // step) * step
-    notes = [] if chosen == DEFAULT_B_P else [
-        f"B_p = {chosen}: the default {DEFAULT_B_P} rounded up to a multiple of {step}, so that every n's "
-        f"completions split over {processes} processes"]
-    return chosen, notes
+    first = -(-DEFAULT_B_P // step) * step
+    hw = Hardware(processes=processes, per_device=per_device)
+    chosen = first if trainer == "isosim" else next(
+        (m for m in range(first, 2 * DEFAULT_B_P + 1, step) if full_micro_batches(ns, m, hw)), first)
+    if chosen == DEFAULT_B_P:
+        return chosen, []
+    why = f"so that every n's completions split over {processes} processes"
+    if chosen != first:
+        why += (f" in micro-batches of at least {(per_device + 1) // 2} completions ({first} "
+                f"would leave some n micro-batches of fewer)")
+    return chosen, [f"B_p = {chosen}: the default {DEFAULT_B_P} rounded up to a multiple of {step}, {why}"]
 
 
 # ----------------------------------------------------------------------------------------------

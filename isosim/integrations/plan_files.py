@@ -86,8 +86,8 @@ def check_request(req: Request) -> None:
         if req.lr_tuned_at < 2:
             raise IsosimError(f"--lr-tuned-at is the n your lr was tuned at (2 or more), got {req.lr_tuned_at}")
     req.hardware.check()
-    if req.seeds < 1:
-        raise IsosimError(f"--seeds must be >= 1, got {req.seeds}")
+    if not 1 <= req.seeds <= P.MAX_SEEDS:
+        raise IsosimError(f"--seeds must be between 1 and {P.MAX_SEEDS} runs per n, got {req.seeds}")
     if req.min_steps < 1:
         raise IsosimError(f"--min-steps must be >= 1, got {req.min_steps}")
     if req.trainer == "isosim" and req.hardware.nodes > 1:
@@ -106,12 +106,13 @@ def build(req: Request, out: Path) -> dict[str, Any]:
     b_p = req.b_p
     notes: list[str] = []
     if req.ns is None:  # the recommended grid: powers of two from 2 with enough steps at the cheap share
-        b_p, notes = P.resolve_b_p(req.trainer, [2, 4, 8, 16, 32, 64, 128, 256], b_p, req.hardware.processes)
+        b_p, notes = P.resolve_b_p(req.trainer, [2, 4, 8, 16, 32, 64, 128, 256], b_p, req.hardware.processes,
+                                   req.hardware.per_device)
         ns = P.default_grid(cheap, b_p, req.min_steps)
         notes.append(f"n: powers of two from 2 with >= {req.min_steps} steps in the cheap part (--n sets them)")
     else:
         ns = sorted(set(req.ns))
-        b_p, notes = P.resolve_b_p(req.trainer, ns, b_p, req.hardware.processes)
+        b_p, notes = P.resolve_b_p(req.trainer, ns, b_p, req.hardware.processes, req.hardware.per_device)
     if req.hardware.nodes > 1:
         notes.append(f"{req.hardware.nodes} nodes: set MACHINE_RANK (0..{req.hardware.nodes - 1}) and MAIN_PROCESS_IP "
                      "(the first node's address) on each node before its launch line" if req.trainer == "trl" else
@@ -182,9 +183,10 @@ def run_files(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path
             launch_line(trainer, run, hw, out, run_dir, extra))
 
 
-def _script(lines: list[str], trainer: str) -> str:
+def _script(lines: list[str], trainer: str, path: Path) -> str:
+    """``path`` (a launch.sh): the ``lines`` one after another, with the line that runs it."""
     return ("#!/usr/bin/env bash\n# one run after another; your model and data arguments follow, e.g.\n"
-            f"#   bash {{this file}} {USER_ARGS[trainer]}\nset -euo pipefail\n" + "\n".join(lines) + "\n")
+            f"#   bash {shlex.quote(str(path))} {USER_ARGS[trainer]}\nset -euo pipefail\n" + "\n".join(lines) + "\n")
 
 
 SLURM = '''"""The sweep as one SLURM job array through submitit: python submit_slurm.py MODEL_AND_DATA_ARGS..."""
@@ -215,23 +217,17 @@ def support_files(trainer: str, out: Path, runs: list[P.Run], hw: P.Hardware) ->
     return {}
 
 
-def commit(out: Path, files: Files) -> None:
-    """Write ``files`` (every path under ``out``) so that a failure leaves nothing behind: into a
-    fresh folder beside ``out``, renamed onto it where ``out`` is absent or empty; into a folder that
-    already holds files, each file atomically (:func:`isosim.files.atomic_write_text`)."""
+def _stage(out: Path, files: Files) -> Path:
+    """``files`` written into a fresh staging folder beside ``out`` (:func:`isosim.files.tmp_name`:
+    a later run removes it where a kill left it), with the permissions a plain mkdir gives."""
     import os
     import shutil
-    import tempfile
 
-    from isosim.files import atomic_write_text
+    from isosim.files import atomic_write_text, tmp_name
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.is_dir() and any(out.iterdir()):
-        for path, text in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, text)
-        return
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    stage = tmp_name(out)
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     try:
         for path, text in files.items():
             target = stage / path.relative_to(out)
@@ -239,11 +235,105 @@ def commit(out: Path, files: Files) -> None:
             atomic_write_text(target, text)
         umask = os.umask(0)
         os.umask(umask)
-        stage.chmod(0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp makes it private)
-        os.replace(stage, out)  # onto an empty folder too (rename(2) replaces an empty directory)
+        stage.chmod(0o777 & ~umask)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    return stage
+
+
+def commit(out: Path, files: Files, replace: bool = False) -> None:
+    """Write ``files`` (every path under ``out``) so that a failure leaves nothing behind: staged
+    whole beside ``out``, then renamed onto it where ``out`` is absent or empty. Where ``out``
+    holds files: with ``replace``, the old folder is moved aside, the staged one renamed in and the
+    old one removed (the folder is the new one whole, never a mixture); without, each file is
+    written atomically into it (:func:`isosim.files.atomic_write_text`; the full run's folder)."""
+    import os
+    import shutil
+
+    from isosim.files import atomic_write_text, fsync_dir, remove_stale_tmp
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_tmp(out.parent, out.name)  # a staging folder a kill left
+    if out.is_dir() and any(out.iterdir()) and not replace:
+        remove_stale_tmp(out)
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        return
+    stage = _stage(out, files)
+    try:
+        if out.is_dir() and any(out.iterdir()):
+            old = out.with_name(f".{out.name}.old.{os.getpid()}.tmp")
+            os.replace(out, old)
+            os.replace(stage, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(stage, out)  # onto an empty folder too (rename(2) replaces an empty directory)
+        fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+PLAN_OWN = ("README.md", PLAN_FILE, RUNS_FILE, "launch.sh", "train_grpo.py", "submit_slurm.py")
+"""the files of a plan's folder (besides each run's settings and schedule/)"""
+
+
+def _listing(out: Path, limit: int = 3) -> str:
+    """A few names of what ``out`` holds (its top level only: it may be a large folder of the user's)."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _request_record(req: Request) -> dict[str, Any]:
+    return json.loads(json.dumps({**asdict(req), "hardware": asdict(req.hardware)}))
+
+
+def check_plan_folder(out: Path, req: Request, force: bool) -> None:
+    """Refuse, before any work, a ``--out`` that holds anything but this very plan: a user's files,
+    another plan (another trainer, budget or any other setting) or a plan whose runs have started
+    (records, logs); ``force`` replaces the folder whole instead. An empty or absent folder, or one
+    that holds this plan's files alone, is fine (:func:`check_plan_files` compares them)."""
+    if force or not out.is_dir() or not any(out.iterdir()):
+        return
+    fix = "pass --out NEW_FOLDER, or --force to replace the folder whole (its files are deleted)"
+    plan_file = out / PLAN_FILE
+    if not plan_file.is_file():
+        raise IsosimError(f"--out {out} holds files that are not an isosim plan ({_listing(out)}): {fix}")
+    try:
+        record = json.loads(plan_file.read_text())["request"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise IsosimError(f"--out {out} holds an unreadable {PLAN_FILE}: {fix}") from None
+    new = _request_record(req)
+    differ = [k for k in new if record.get(k) != new[k]]
+    if differ:
+        shown = "; ".join(f"{k} {record.get(k)!r} there, {new[k]!r} here" for k in differ[:3])
+        raise IsosimError(f"--out {out} holds another plan ({shown}): {fix}")
+    own = set(PLAN_OWN)
+    started = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()
+                     and not (p.parent == out and p.name in own)
+                     and not (p.parent.parent == out / "runs" and p.name in SETTINGS_FILE.values())
+                     and not p.is_relative_to(out / "schedule"))
+    if started:
+        more = f" and {len(started) - 3} more" if len(started) > 3 else ""
+        raise IsosimError(f"--out {out} holds this plan with files it did not write, its runs' records or logs "
+                          f"({', '.join(started[:3])}{more}): {fix}")
+
+
+def check_plan_files(out: Path, files: Files, force: bool) -> None:
+    """The last check before :func:`commit` replaces a folder: every file there is one this plan
+    writes, with the same text (a rerun of the same plan), unless ``force``."""
+    if force or not out.is_dir():
+        return
+    there = {p for p in out.rglob("*") if p.is_file()}
+    extra = sorted(str(p.relative_to(out)) for p in there if p not in files)
+    changed = sorted(str(p.relative_to(out)) for p in there if p in files and p.read_text() != files[p])
+    if extra or changed:
+        what = (f"files this plan does not write ({', '.join(extra[:3])})" if extra
+                else f"edited files ({', '.join(changed[:3])})")
+        raise IsosimError(f"--out {out} holds {what}: pass --out NEW_FOLDER, or --force to replace the folder whole "
+                          "(its files are deleted)")
 
 
 def sweep_files(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> tuple[Files, list[str]]:
@@ -256,7 +346,7 @@ def sweep_files(req: Request, sweep: dict[str, Any], out: Path, schedule: dict |
         files.update(f)
         lines.append(line)
     files.update(support_files(trainer, out, sweep["runs"], hw))
-    files[out / "launch.sh"] = _script(lines, trainer)
+    files[out / "launch.sh"] = _script(lines, trainer, out / "launch.sh")
     files[out / RUNS_FILE] = "run,n,b_p,seed,lr\n" + "".join(
         f"{r.name},{r.n},{r.b_p},{r.seed},{'' if r.lr is None else repr(r.lr)}\n" for r in sweep["runs"])
     sched_lines: list[str] = []
@@ -271,10 +361,14 @@ def sweep_files(req: Request, sweep: dict[str, Any], out: Path, schedule: dict |
     return files, lines
 
 
-def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None) -> list[str]:
-    """Write the sweep's folder whole, or nothing (:func:`commit`); return the lines to print."""
+def write_sweep(req: Request, sweep: dict[str, Any], out: Path, schedule: dict | None = None,
+                force: bool = False) -> list[str]:
+    """Write the sweep's folder whole, or nothing (:func:`commit`); return the lines to print. A
+    folder that holds anything but this plan's own files is refused (:func:`check_plan_files`)
+    unless ``force``, which replaces it whole."""
     files, lines = sweep_files(req, sweep, out, schedule)
-    commit(out, files)
+    check_plan_files(out, files, force)
+    commit(out, files, replace=True)
     return lines
 
 
@@ -303,7 +397,7 @@ def schedule_files(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
     files, line1 = run_files(trainer, one, hw, out, first)
     f2, line2 = run_files(trainer, two, hw, out, folder / two.name, start)
     files.update(f2)
-    files[folder / "launch.sh"] = _script([line1, line2], trainer)
+    files[folder / "launch.sh"] = _script([line1, line2], trainer, folder / "launch.sh")
     return files, [line1, line2]
 
 
@@ -366,11 +460,18 @@ LR_KEY = {"trl": "`learning_rate` in each run's config.yaml", "verl": "`actor_ro
           "run's overrides", "isosim": "`lr` (with `base_lr`, `lr_rule`, `lr_ref_batch`) in each run's config.json"}
 
 
+def default_base(trainer: str) -> str:
+    """What the BASE is where ``--lr`` is not given, in the trainer's terms (verl's own default differs)."""
+    if trainer == "trl":
+        return f"TRL's default learning_rate, {LR.DEFAULT_BASE:g}, taken as the lr at the reference batch"
+    return (f"isosim's default BASE, {LR.DEFAULT_BASE:g} (the IsoCompute paper's base lr), taken as the lr at the "
+            "reference batch")
+
+
 def lr_md(req: Request, b_p: int) -> list[str]:
     """The plan README's learning-rate section: which rule, from which BASE, and why."""
     base, rule, ref = lr_of(req, b_p)
-    given = ("given by --lr" if req.lr is not None else
-             f"--lr not given: TRL's default learning_rate, {LR.DEFAULT_BASE:g}, taken as the lr at the reference batch")
+    given = "given by --lr" if req.lr is not None else f"--lr not given: {default_base(req.trainer)}"
     if req.lr_tuned_at is not None:
         given += f", tuned at n = {req.lr_tuned_at} (--lr-tuned-at): that n's runs get it exactly"
     formula = (f"lr = {base:g} x sqrt(B_p x n / {ref:g})" if rule == "sqrt" else f"lr = {base:g} for every n")
@@ -413,15 +514,24 @@ def hardware_of(plan_dir: Path | None) -> tuple[P.Hardware, dict[str, Any]]:
         raise IsosimError(f"{plan_dir / PLAN_FILE}: cannot read the plan ({exc})") from None
 
 
+def full_folder(runs: Path) -> Path:
+    """Where ``recommend --runs RUNS --for`` writes the pick's full run: the plan's ``full/`` folder,
+    or ``<runs>-full`` where no plan is found; absolute, so that its launch lines work from anywhere."""
+    runs = Path(runs).resolve()
+    plan_dir = find_plan(runs)
+    return (plan_dir / "full") if plan_dir else runs.with_name(runs.name + "-full")
+
+
 def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
                lr: tuple[float, str] | None = None) -> dict[str, Any]:
-    """The pick's run at the full budget, in the trainer's settings, under the plan's ``full/``
-    folder (or ``<runs>-full`` where no plan is found); ``lr``: (BASE, rule) of its learning rate."""
+    """The pick's run at the full budget, in the trainer's settings, in :func:`full_folder`;
+    ``lr``: (BASE, rule) of its learning rate. Every path written is absolute."""
     if trainer not in P.TRAINERS:
         raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {trainer!r}")
+    runs = Path(runs).resolve()
     plan_dir = find_plan(runs)
     hw, record = hardware_of(plan_dir)
-    out = (plan_dir / "full") if plan_dir else runs.with_name(runs.name + "-full")
+    out = full_folder(runs)
     seed = int(record.get("request", {}).get("seed", 0))
     steps = P.steps_for(budget, n, b_p)
     name = f"full-n{n}"
@@ -430,7 +540,7 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
         files.update(support_files(trainer, out, [run], hw))
         line = launch_line(trainer, run, hw, out, out / name)
-    files[out / "launch.sh"] = _script([line], trainer)
+    files[out / "launch.sh"] = _script([line], trainer, out / "launch.sh")
     commit(out, files)
     return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
             "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes, "lr": run.lr}
@@ -475,7 +585,7 @@ def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str],
     text += [f"  note: {n}" for n in sweep["notes"]]
     _, rule, _ = lr_of(req, sweep["b_p"])
     text.append(f"  lr: the {rule} rule from {lr_where(req, sweep['b_p'])}"
-                + ("" if req.lr is not None else " (--lr not given: TRL's default lr as that BASE)")
+                + ("" if req.lr is not None else f" (--lr not given: {default_base(req.trainer)})")
                 + f"; why, in {out / 'README.md'}")
     for r in runs:
         text.append(f"  {r.name}: {r.steps} steps of {r.b_p * r.n} rollouts | {_key_settings(req.trainer, r)}")

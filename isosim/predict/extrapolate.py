@@ -263,20 +263,38 @@ def predict_from_cheap(folder: str | Path, *, max_rollouts: float, budget: float
     return entry
 
 
+def _entries(out: Path, key: str) -> dict[str, Any]:
+    """The entries of the prediction file ``out``, read to add ``key`` to it."""
+    import json
+
+    try:
+        doc = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IsosimError(f"{out}: cannot read the prediction file to add {key!r} ({exc})") from None
+    if not isinstance(doc, dict):
+        raise IsosimError(f"{out}: not a file of predictions keyed by sweep")
+    return doc
+
+
+def check_entry(out: str | Path, key: str | None, force: bool = False) -> None:
+    """Refuse, before any work, a prediction that would overwrite what ``out`` holds: the whole
+    file (no ``key``) or the entry ``key`` already there; ``force`` overwrites it. A new key is added
+    to the other keys (:func:`write_entry`)."""
+    out = Path(out)
+    if force or not out.is_file():
+        return
+    if key is None:
+        raise IsosimError(f"--out {out} exists: pass --key NAME to add this prediction to it, --out NEW_FILE, or "
+                          "--force to overwrite the whole file")
+    if key in _entries(out, key):
+        raise IsosimError(f"--out {out} already holds --key {key}: another --key, or --force to replace that entry")
+
+
 def write_entry(out: str | Path, key: str | None, entry: dict[str, Any]) -> Path:
     """Write ``entry`` to ``out``: under ``key`` in a file of entries keyed by sweep (other keys
     kept), or as the whole file when ``key`` is None."""
-    import json
-
     from isosim.files import write_json
 
     out = Path(out)
-    doc: dict[str, Any] = {}
-    if key is not None and out.is_file():
-        try:
-            doc = json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise IsosimError(f"{out}: cannot read the prediction file to add {key!r} ({exc})") from None
-        if not isinstance(doc, dict):
-            raise IsosimError(f"{out}: not a file of predictions keyed by sweep")
+    doc = _entries(out, key) if key is not None and out.is_file() else {}
     return write_json(out, {**doc, key: entry} if key is not None else entry, indent=1)

@@ -39,15 +39,12 @@ from typing import Any, Callable
 
 from isosim.errors import IsosimError
 from isosim.predict import choice
-from isosim.sim.config import LR_REF_BATCH, scaled_lr
+from isosim.sim.config import LR_REF_BATCH, MAX_BUDGET, scaled_lr
 from isosim.sim.presets import hard_share
 
 BASE_LR = 1e-6
 """the lr at the reference batch: the paper's base, and TRL's default learning_rate"""
 B_REF = LR_REF_BATCH
-MAX_BUDGET = 1e13
-"""larger budgets are refused: 1e13 rollouts is a million times the paper's largest sweep (at 10,000
-rollouts a second, 30 years of sampling)"""
 SIM_BUDGET_CAP = 1e7
 """largest budget simulated (the paper's full sweep; a sweep to it takes about 25 s on one core)"""
 

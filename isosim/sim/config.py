@@ -26,6 +26,9 @@ LR_POWER = {"sqrt": 0.5, "linear": 1.0, "constant": 0.0}
 LR_REF_BATCH = 1024
 """the reference rollout batch B_ref of the lr rules (the paper's; SimConfig.b_ref and
 llm_runs' lr_ref_batch default to it)"""
+MAX_BUDGET = 1e13
+"""the largest budget any command takes: 1e13 rollouts is a million times the paper's largest sweep
+(at 10,000 rollouts a second, 30 years of sampling)"""
 
 
 def scaled_lr(base: float, batch: float, ref_batch: float = LR_REF_BATCH, rule: str = "sqrt") -> float:

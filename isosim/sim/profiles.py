@@ -28,6 +28,7 @@ unless ``zeros="keep"`` (then they sit at the floor ``P_FLOOR``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,8 @@ def _numbers(spec: str, body: str, count: int) -> tuple[float, ...]:
         raise IsosimError(f"profile {spec!r}: expected {count} numbers after ':'") from None
     if len(vals) != count:
         raise IsosimError(f"profile {spec!r}: expected {count} numbers after ':', got {len(vals)}")
+    if not all(math.isfinite(v) for v in vals):
+        raise IsosimError(f"profile {spec!r}: expected {count} finite numbers after ':'")
     return vals
 
 
@@ -152,8 +155,9 @@ def get_profile(spec: str, *, zeros: str = "spread") -> Profile:
                 w = float(weight)
             except ValueError:
                 raise IsosimError(f"profile {spec!r}: weight of {name!r} is not a number") from None
-            if w < 0:
-                raise IsosimError(f"profile {spec!r}: weights must be non-negative")
+            if not (math.isfinite(w) and w >= 0):
+                raise IsosimError(f"profile {spec!r}: the weight of {name!r} must be a non-negative number "
+                                  f"(got {weight}), e.g. 'hard:0.5,easy:0.5'")
             parts.append((w, get_profile(name)))
         total = sum(w for w, _ in parts)
         if abs(total - 1.0) > 1e-6:

@@ -43,14 +43,33 @@ _CHUNK_RE = re.compile(r"^chunk-(\d{5,})\.parquet$")
 SimulateFn = Callable[..., pd.DataFrame]
 
 
+_HELD: set[Path] = set()
+"""the stores whose lock this process holds (a nested hold of one of them is a no-op)"""
+
+
+@contextlib.contextmanager
+def hold(out_dir: str | Path, wait: bool = False) -> Iterator[None]:
+    """Hold the store ``out_dir``'s lock for a whole command (filling it, then writing the report
+    into it): another process that opens the store meanwhile is refused (or waits, ``wait``), so it
+    never tidies away what this one is still writing. Nested holds in one process are free."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with _store_lock(out_dir, wait=wait):
+        yield
+
+
 @contextlib.contextmanager
 def _store_lock(out_dir: Path, wait: bool = False) -> Iterator[None]:
     """Hold ``out_dir/.lock`` (flock) so that two processes never fill one store at once.
 
     ``wait``: when another process holds the lock, block until it is released (then the store
     holds that process's finished runs) instead of raising. The kernel drops the lock when its
-    holder dies, SIGKILL included.
+    holder dies, SIGKILL included. A process that holds it already holds it again for free.
     """
+    key = out_dir.resolve()
+    if key in _HELD:
+        yield
+        return
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks; one process per store is on the user
@@ -66,7 +85,11 @@ def _store_lock(out_dir: Path, wait: bool = False) -> Iterator[None]:
                                   "wait for it or use a new --out") from None
             print(f"waiting for another process that is filling {out_dir} ...", file=sys.stderr, flush=True)
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        yield
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            _HELD.discard(key)
     finally:
         fh.close()
 

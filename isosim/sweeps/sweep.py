@@ -66,6 +66,7 @@ from isosim.sweeps.store import (
     CHUNK_MAX_RUNS,
     STORE_FORMAT,
     SimulateFn,
+    hold,
     load_store,
     plan_chunks,
     run_sweep,
@@ -76,5 +77,5 @@ __all__ = [
     "B_MAX_EASY", "B_MAX_HARD", "CHUNK_MAX_RUNS", "CHUNK_MAX_RUN_STEPS", "FULL_BUDGET", "FULL_B_P", "FULL_N",
     "FULL_Q1_B_P", "FULL_Q2_BATCH", "GRID_FIELDS", "PLAN_FORMAT", "QUESTIONS", "QUICK", "STORE_FORMAT", "Cell",
     "SimulateFn", "SweepPlan", "load_store", "plan_chunks", "plan_for_preset", "plan_q1", "plan_q2", "plan_q3",
-    "powers_of_two", "run_rollouts", "run_sweep", "store_status",
+    "hold", "powers_of_two", "run_rollouts", "run_sweep", "store_status",
 ]

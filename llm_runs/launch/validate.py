@@ -332,8 +332,12 @@ def analyse(plan: ValidationPlan, metric: str = "avg", n_boot: int = 100, log: L
     from isosim import records
     from isosim.frontier.report import build_report, metric_column
 
+    from isosim.files import remove_stale_tmp
+
     metric = metric_column(metric)
     out = Path(plan.out)
+    for folder in (out, out / "figures"):  # analysis/ is tidied by build_report
+        remove_stale_tmp(folder)
     unfinished = [r.name for r in plan.runs if not run_progress(r)["finished"]]
     if unfinished:
         raise IsosimError(f"runs not finished: {', '.join(unfinished)}; rerun the same command to finish them")
