@@ -14,6 +14,8 @@
   says where its cheap part was committed;
 - ``studies/results/organism_hard_const/manifest.json``: the same organism and recipe at a constant
   learning rate (``organism_hard_const/hard-128/``, once committed) and ``organism_hard_const/prediction{,_cheap,_simfit_lr}.json``.
+- ``studies/results/organism_const8/manifest.json``: the first organism at one lr for every n, set where
+  the sqrt rule puts n = 8 (``organism_const8/hard-256/``) and ``organism_const8/prediction{_cheap,_lr}.json``.
 - under ``other_predictions``, the prediction files that are not frontier entries keyed by sweep
   (:data:`OTHER`): the plane's committed picks for the long sweeps (``plane_predictions_long.json``,
   in the long manifest), the whole-grid dynamics fits (``organism/prediction_dynamics_grid.json``,
@@ -139,6 +141,15 @@ methods, the whole-grid dynamics fits, the allocation rules' predicted gains), e
 that splits it into (runs folder, label, the numbers that make the prediction)"""
 
 NOTES = {
+    ("organism_const8/prediction_lr.json", "organism-hard-256-const8"): (
+        "what was known: the lr-read model's code was committed (2932c86) before any record of this sweep existed "
+        "and its calibration (740f9ed: the lr grid, on organism_f8/hard-128's problems) before its cheap part was "
+        "read, except that a progress check at 01:56 UTC printed n = 2's values at 3.3e3 rollouts (.507 / .407). "
+        "None of this problem set's runs existed before; 58 of its 256 training problems are in organism_f8/hard-256's "
+        "subset and 31 in hard-128's (sqrt rule, to 2e5; their n = 8 runs had this lr, on other problems); the grid "
+        "showed the sqrt rule's lr over-stepping n = 8 and n = 64 at 2e5 on hard-128 (studies/LOG.md, 2026-12-07)"),
+    ("organism_const8/prediction_cheap.json", "organism-hard-256-const8"): (
+        "the cheap readers as frozen (sbi-band, level), from the cheap part alone (studies/LOG.md, 2026-12-07)"),
     ("organism_hard_const/prediction_simfit_lr.json", "organism-hard-128-const"): (
         "the method reads each seed's n = 8 run to 5 % of C only, but its mechanism (a decay for the walk beyond "
         "the sqrt rule) was chosen after the cheap part of every n (to 5e4) and the constant-lr pilot had been "

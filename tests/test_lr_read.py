@@ -179,3 +179,21 @@ def test_recommend_reads_back_each_runs_written_lr_and_where_it_was_tuned(monkey
     assert lr["rho"]["8"] == pytest.approx(1.0) and lr["rho"]["2"] == pytest.approx(2.0)
     assert not lr["at_calibration"] and r["method"] == partial.LR_EVERY
     assert "departs from what the calibration gives each n" in r["note"]
+
+
+@pytest.mark.cpu_sensitive
+def test_the_one_lr_for_n_8_predictions_follow_from_the_committed_cheap_part():
+    """organism_const8/prediction_lr.json, recomputed by its script from the committed records (read
+    to 5 % of each C only), gives the committed picks in every form and the cheap records' hashes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("const8_predict", ROOT / "studies" / "scoring" / "const8_predict.py")
+    cp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cp)
+    committed = json.loads(cp.OUT.read_text())[cp.KEY]
+    fresh = cp.predict()[cp.KEY]
+    assert fresh["picks"] == committed["picks"]
+    assert fresh["pooled_seeds_picks"] == committed["pooled_seeds_picks"]
+    cheap = {k: v for k, v in committed["inputs"].items() if "records.jsonl" in k}
+    assert len(cheap) == 16 and cheap == {k: v for k, v in fresh["inputs"].items() if "records.jsonl" in k}
+    assert committed["lr_calibration"] == lrr.learner_calibration().as_dict()

@@ -56,8 +56,10 @@ def _ids(item):
 def test_every_sweep_and_prediction_file_is_in_a_manifest():
     assert {s for doc in MANIFESTS.values() for s in doc["sweeps"]} == {
         "hard-128", "hard-512", "hard-1238-t06", "hard-256", "easy", "hard", "hard-128-long", "hard-512-long", "hard-1238-long",
-        "organism-hard-128", "organism-hard-128-const"}
-    assert len(PREDICTIONS) == 29 + 3  # organism-hard-128-const: profile-only, cheap readers, the lr-aware method
+        "organism-hard-128", "organism-hard-128-const", "organism-hard-256-const8"}
+    # organism-hard-128-const: profile-only, cheap readers, the lr-aware method; organism-hard-256-const8: the
+    # cheap readers, the lr-read model's forms with the 07a27e7 method and the cheap leader
+    assert len(PREDICTIONS) == 29 + 3 + 2
     named = {p["file"] for _, _, p in PREDICTIONS}
     on_disk = {str(f.relative_to(ROOT)) for f in [*(ROOT / "studies/results/organism_f8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
