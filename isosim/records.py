@@ -314,6 +314,9 @@ class Inspection:
     eval_samples: int | None
     eval_from: str
     seeds: int
+    altered: tuple[str, ...] = ()
+    """the notes of damage that changes values a reader would read (infinite values, disagreeing
+    evaluations): a reader that reads the records again by itself refuses these"""
 
     def note(self) -> str:
         parts = list(self.notes)
@@ -452,9 +455,10 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
     if without:
         notes.append(f"run(s) with no {metric} value (no such column, or every value empty, NaN or inf), not read: "
                      + _names(without))
+    altered: list[str] = []
     infinite = np.isinf(vals.to_numpy(float)) & ~ids.isin(without).to_numpy()
     if infinite.any():
-        notes.append(f"{int(infinite.sum())} {metric} value(s) infinite, left out (run(s) {_names(sorted(set(ids[infinite])))})")
+        altered.append(f"{int(infinite.sum())} {metric} value(s) infinite, left out (run(s) {_names(sorted(set(ids[infinite])))})")
     # runs whose last values of the metric are not numbers: read to their last number
     tails = []
     for run, g in df[finite.to_numpy()].groupby(ids[finite]):
@@ -478,7 +482,7 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
             if np.ptp(v) > 1e-12:
                 clash.append(f"{run} at {float(r):,.0f} rollouts ({', '.join(f'{x:.4g}' for x in v)})")
         if clash:
-            notes.append(f"disagreeing evaluations of one run at one budget, the last read: {_names(clash, 3)}")
+            altered.append(f"disagreeing evaluations of one run at one budget, the last read: {_names(clash, 3)}")
         kept = kept.drop_duplicates(["run_id", "rollouts"], keep="last")
     # runs the plan lists without records
     read_names = {r.split("/")[-1] for r in all_runs} | set(all_runs)
@@ -498,6 +502,7 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
             if len(have) < len(ns):
                 notes.append(f"seed {s} is run for n = {', '.join(map(str, have))} only, not n = "
                              f"{', '.join(str(n) for n in ns if n not in have)}")
+    notes += altered
     if kept.empty:
         raise IsosimError(f"no run holds a {metric} value: " + "; ".join(notes))
     reach = run_reach(kept, [*empty], cap=cap)
@@ -507,4 +512,4 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
     n_seeds = int(kept.groupby("n")["seed"].nunique().min())
     return Inspection(df=kept.reset_index(drop=True), reach=reach, notes=tuple(notes),
                       unjudged=tuple(sorted(known - measured)), metric=metric, eval_samples=samples,
-                      eval_from=eval_from, seeds=n_seeds)
+                      eval_from=eval_from, seeds=n_seeds, altered=tuple(altered))

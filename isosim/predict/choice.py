@@ -265,9 +265,11 @@ def runs_as_read(path, df: pd.DataFrame, reach, as_table: bool = False) -> Itera
         yield table
 
 
-MIN_CHEAP_SHARE = 0.025
-"""the least share of C the cheap runs must reach for a pick: the smallest cheap part the readers
-were scored at on the plane (``isosim.validation.plane.SHARES``; a test keeps them equal)"""
+MIN_CHEAP_SHARE = 0.01
+"""the least share of C the cheap runs must reach for a pick. The readers were scored on the plane
+with cheap parts of 2.5 % to 20 % of C (``isosim.validation.plane.SHARES``); below 1 %, a cheap part
+2.5 times smaller than the least scored one, a pick would carry the curves further than anything
+measured, and is refused"""
 
 
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
@@ -298,8 +300,8 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     cheap = float(pd.to_numeric(df["rollouts"]).max())
     if cheap < MIN_CHEAP_SHARE * budget:
         raise IsosimError(f"the cheap runs reach {cheap:,.0f} rollouts, {cheap / budget:.2g} of C = {budget:.3g}: a pick "
-                          f"needs a cheap part of at least {MIN_CHEAP_SHARE:.1%} of C (the least the readers were scored "
-                          f"at): run every n to {MIN_CHEAP_SHARE * budget:,.0f} rollouts, or give a budget of at most "
+                          f"needs a cheap part of at least {MIN_CHEAP_SHARE:.0%} of C (the readers were scored at 2.5 % to "
+                          f"20 %): run every n to {MIN_CHEAP_SHARE * budget:,.0f} rollouts, or give a budget of at most "
                           f"{cheap / MIN_CHEAP_SHARE:.3g}")
     with blamed_on_short_runs(insp.reach), runs_as_read(path, df, insp.reach,
                                                         as_table=bool(maps or sets) or insp.changed) as readable:
