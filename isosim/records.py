@@ -167,6 +167,35 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return normalize(df, source=str(path))
 
 
+def read_records_file(path: str | Path) -> pd.DataFrame:
+    """One run's ``records.jsonl``. A last line cut off mid-write (the run was killed while writing
+    it) is said as such, in one line, not as a parser's message."""
+    import json
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) and not text.endswith("\n"):
+                raise IsosimError(f"{path}: its last line (line {i}) is cut off: the run was stopped while writing it; "
+                                  "resume the run (which rewrites it), or delete that line") from None
+            raise IsosimError(f"{path}:{i}: not a records line (not JSON)") from None
+        if not isinstance(row, dict):
+            raise IsosimError(f"{path}:{i}: not a records line (not a JSON object)")
+        rows.append(line)
+    if not rows:
+        return pd.DataFrame()
+    from io import StringIO
+
+    return pd.read_json(StringIO("\n".join(rows)), lines=True)
+
+
 # ----------------------------------------------------------------------------------------------
 # How far each run got: runs that stopped short of their planned budget
 # ----------------------------------------------------------------------------------------------

@@ -99,10 +99,7 @@ def load_records(path: str | Path) -> pd.DataFrame:
                           "and not exactly one table file")
     frames = []
     for f in files:
-        try:
-            frames.append(pd.read_json(f, lines=True))
-        except ValueError as exc:
-            raise IsosimError(f"{f}: cannot read records ({exc})") from None
+        frames.append(records.read_records_file(f))
     frames = [f for f in frames if len(f)]
     if not frames:
         raise IsosimError(f"{path}: the run folders hold no records yet")

@@ -59,6 +59,10 @@ def _native(path: Path) -> str | None:
 
         if set(REQUIRED_INPUT) <= header:
             return f"records table {path.name}"
+        missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
+        if len(set(REQUIRED_INPUT) & header) >= 2:  # an isosim records table with a column missing
+            raise IsosimError(f"{path}: an isosim records table missing column(s) {missing} (a records table needs "
+                              f"{', '.join(REQUIRED_INPUT)} and a metric)")
         if looks_like_export(path):
             return None
         missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
@@ -140,10 +144,14 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
         from isosim.integrations import wandb
 
         exports = [p for p in csvs if wandb.looks_like_export(p)]
-        if len(exports) == len(csvs):
-            where = f"W&B export{'s' if len(csvs) > 1 else ''} in {path.name}"
-            return _runs.to_records(wandb.read_many(exports), source=where, maps=col_map, every=every,
-                                    per_run=per_run, where=str(path))
+        others = [p.name for p in csvs if p not in exports]
+        if exports:
+            where = f"W&B export{'s' if len(exports) > 1 else ''} in {path.name}"
+            df, text = _runs.to_records(wandb.read_many(exports), source=where, maps=col_map, every=every,
+                                        per_run=per_run, where=str(path))
+            if others:
+                text += f" (not read: {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}, not W&B exports)"
+            return df, text
     tables = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TABLE_SUFFIXES)
     if len(tables) == 1 and not (maps or sets or runs_file):
         from isosim.records import read_table
