@@ -60,7 +60,7 @@ def _native(path: Path) -> str | None:
         if set(REQUIRED_INPUT) <= header:
             return f"records table {path.name}"
         missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
-        if len(set(REQUIRED_INPUT) & header) >= 2:  # an isosim records table with a column missing
+        if "rollouts" in header:  # an isosim records table with a column missing (W&B exports count steps)
             raise IsosimError(f"{path}: an isosim records table missing column(s) {missing} (a records table needs "
                               f"{', '.join(REQUIRED_INPUT)} and a metric)")
         if looks_like_export(path):
