@@ -405,12 +405,16 @@ def seed_line(seeds: int, value: float, samples: int | None) -> str:
 
 
 def top_value(df: pd.DataFrame, metric: str) -> float | None:
-    """The highest seed mean over n of each run's best ``metric``: the value the se is quoted at."""
+    """The highest seed mean over n of each run's last ``metric`` after step 0 (the cheap leader's
+    level, the value ``recommend --runs``'s default reader quotes its se at): the value the se of a
+    difference between two n is quoted at."""
     if metric not in df.columns or df.empty:
         return None
     v = pd.to_numeric(df[metric], errors="coerce")
-    best = df.assign(_v=v).dropna(subset=["_v"]).groupby(["n", "run_id"])["_v"].max()
-    return float(best.groupby(level="n").mean().max()) if len(best) else None
+    d = df.assign(_v=v).dropna(subset=["_v"])
+    d = d[pd.to_numeric(d["rollouts"]) > 0].sort_values("rollouts", kind="stable")
+    last = d.groupby(["n", "run_id"])["_v"].last()
+    return float(last.groupby(level="n").mean().max()) if len(last) else None
 
 
 def _check_plausible(df: pd.DataFrame, metric: str) -> None:

@@ -190,3 +190,14 @@ def test_two_lrs_of_one_n_are_not_seeds(runs):
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     for args in (("analyze", runs, "--n-boot", "0"), ("recommend", "--runs", runs, "--budget", "5e5")):
         one_line(*run_cli(*args)[::2], "n = 4 (B_p 8) was run at 2 learning rates", "not seeds")
+
+
+def test_one_commands_folder_given_to_another_is_one_line(tmp_path):
+    from isosim.errors import IsosimError
+    from llm_runs.launch.validate import load_or_make_plan
+
+    code, _, err = run_cli("explore", "--quick", "--out", tmp_path / "ex")
+    assert code == 0, err
+    with pytest.raises(IsosimError, match="holds another command's folder") as got:
+        load_or_make_plan(tmp_path / "ex", {}, lambda: None)
+    assert "KeyError" not in str(got.value) and "explore" in str(got.value)
