@@ -167,6 +167,43 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return normalize(df, source=str(path))
 
 
+def clean_rows(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.DataFrame, list[str]]:
+    """The rows an analysis can use, and a line for each kind of row left out (for tables no reader of
+    a user's runs inspected first: explore's and validate's own; :func:`inspect_runs` names the same
+    damage per run).
+
+    Rows whose ``metric`` is not a number (text such as ``abc``, or empty / nan) cannot be fitted
+    and are dropped. A run evaluated twice at one budget (same run and ``x``: a re-logged or resumed
+    evaluation) keeps its last row in table order, the latest evaluation, instead of a mean of both.
+    """
+    if metric not in df.columns:
+        return df, []
+    notes = []
+    raw = df[metric]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = ~np.isfinite(num.to_numpy(dtype=float))
+    if bad.any():
+        is_text = bad & raw.notna().to_numpy() & ~raw.map(lambda v: isinstance(v, (int, float, np.number))).to_numpy()
+        text = sorted({str(v) for v in raw[is_text]})[:3]
+        parts = []
+        if is_text.any():
+            parts.append(f"{int(is_text.sum())} not a number ({', '.join(repr(t) for t in text)})")
+        if (bad & ~is_text).any():
+            parts.append(f"{int((bad & ~is_text).sum())} empty, nan or infinite")
+        notes.append(f"left out {int(bad.sum())} of {len(df)} rows whose {metric} cannot be fitted: "
+                     + "; ".join(parts))
+        df = df[~bad]
+    if "run_id" in df.columns and x in df.columns and len(df):
+        dup = df.duplicated(["run_id", x], keep="last")
+        if dup.any():
+            runs = sorted(df.loc[dup, "run_id"].astype(str).unique())
+            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+            notes.append(f"{len(runs)} run(s) have several evaluations at one budget ({shown}): kept the last of "
+                         f"each ({int(dup.sum())} earlier row(s) left out), not their mean")
+            df = df[~dup]
+    return df, notes
+
+
 def read_records_file(path: str | Path) -> pd.DataFrame:
     """One run's ``records.jsonl``. A last line cut off mid-write (the run was killed while writing
     it) is said as such, in one line, not as a parser's message."""
