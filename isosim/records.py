@@ -349,8 +349,6 @@ def blamed_on_short_runs(reach: Reach | None) -> Iterator[None]:
 # (analyze, recommend --runs, predict, calibrate --dynamics), so that each says the same things
 # about the same runs
 # ----------------------------------------------------------------------------------------------
-SHARE_METRICS = ("val_avg", "val_best", "val_worst", "train_reward")
-"""metrics that are shares (0..1) or percentages (0..100) of answers: a value outside both is damage"""
 DEFAULT_EVAL_SAMPLES = 2400
 """evaluation answers (prompts x samples per prompt) assumed where the records do not say"""
 
@@ -381,8 +379,9 @@ class Inspection:
     eval_from: str
     seeds: int
     altered: tuple[str, ...] = ()
-    """the notes of damage that changes values a reader would read (infinite values, disagreeing
-    evaluations): a reader that reads the records again by itself refuses these"""
+    """damage that changes the values a reader would read (infinite values, disagreeing evaluations
+    of one run at one budget; named in ``notes`` as every analysis names them): a reader that reads
+    the records again by itself refuses these"""
 
     def note(self) -> str:
         parts = list(self.notes)
@@ -455,32 +454,24 @@ def top_value(df: pd.DataFrame, metric: str) -> float | None:
 
 
 def _check_plausible(df: pd.DataFrame, metric: str) -> None:
-    """Refuse a metric value no share, percentage or reward can take (1e30 in a column of shares)."""
+    """Refuse a metric value no share, percentage or reward near the others takes (1e30 in a column
+    of shares): beyond 100 times the larger of 1 and the 90th percentile of its magnitudes. (A reward
+    may be negative or above 1, so nothing nearer is refused.)"""
     if metric not in df.columns:
         return
     vals = pd.to_numeric(df[metric], errors="coerce")
     fin = vals[np.isfinite(vals.to_numpy(float))]
     if fin.empty:
         return
-    if metric in SHARE_METRICS:
-        scale = 1.0 if (fin.between(-1e-9, 1 + 1e-9)).mean() >= 0.5 else 100.0
-        if metric == "train_reward" and not fin.between(-1e-9, 100 + 1e-9).mean() >= 0.5:
-            scale = None  # a reward of its own scale: judged by its spread below
-    else:
-        scale = None
-    if scale is not None:
-        bad = ~fin.between(-1e-9 * scale, scale * (1 + 1e-9))
-        what = "a share (0..1)" if scale == 1.0 else "a percentage (0..100)"
-    else:
-        typical = float(fin.abs().quantile(0.9)) or 1.0
-        bad = fin.abs() > 1e3 * typical
-        what = f"a value near the others (|v| <= {typical:.3g})"
+    bound = 100.0 * max(float(fin.abs().quantile(0.9)), 1.0)
+    bad = fin.abs() > bound
     if bad.any():
         i = bad[bad].index[0]
         run = str(df.loc[i, "run_id"]) if "run_id" in df.columns else "?"
         where = f" at {float(df.loc[i, 'rollouts']):,.0f} rollouts" if "rollouts" in df.columns else ""
-        raise IsosimError(f"run {run}: {metric} = {float(fin[i]):g}{where} is not {what}: a damaged record "
-                          f"({int(bad.sum())} such value{'s' if bad.sum() > 1 else ''}); fix or delete it")
+        raise IsosimError(f"run {run}: {metric} = {float(fin[i]):g}{where} is not a share, a percentage or a value "
+                          f"near the others (|value| <= {bound:g}): a damaged record ({int(bad.sum())} such "
+                          f"value{'s' if bad.sum() > 1 else ''}); fix or delete it")
 
 
 def _check_lrs(df: pd.DataFrame) -> None:
@@ -525,10 +516,12 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
     if without:
         notes.append(f"run(s) with no {metric} value (no such column, or every value empty, NaN or inf), not read: "
                      + _names(without))
+    # rows whose value is not a number, and runs evaluated twice at one budget: as every analysis names them
+    notes += clean_rows(df[~ids.isin(without).to_numpy()], metric)[1]
     altered: list[str] = []
     infinite = np.isinf(vals.to_numpy(float)) & ~ids.isin(without).to_numpy()
     if infinite.any():
-        altered.append(f"{int(infinite.sum())} {metric} value(s) infinite, left out (run(s) {_names(sorted(set(ids[infinite])))})")
+        altered.append(f"{int(infinite.sum())} {metric} value(s) infinite (run(s) {_names(sorted(set(ids[infinite])))})")
     # runs whose last values of the metric are not numbers: read to their last number
     tails = []
     for run, g in df[finite.to_numpy()].groupby(ids[finite]):
@@ -552,7 +545,7 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
             if np.ptp(v) > 1e-12:
                 clash.append(f"{run} at {float(r):,.0f} rollouts ({', '.join(f'{x:.4g}' for x in v)})")
         if clash:
-            altered.append(f"disagreeing evaluations of one run at one budget, the last read: {_names(clash, 3)}")
+            altered.append(f"disagreeing evaluations of one run at one budget: {_names(clash, 3)}")
         kept = kept.drop_duplicates(["run_id", "rollouts"], keep="last")
     # runs the plan lists without records
     read_names = {r.split("/")[-1] for r in all_runs} | set(all_runs)
@@ -572,7 +565,6 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
             if len(have) < len(ns):
                 notes.append(f"seed {s} is run for n = {', '.join(map(str, have))} only, not n = "
                              f"{', '.join(str(n) for n in ns if n not in have)}")
-    notes += altered
     if kept.empty:
         raise IsosimError(f"no run holds a {metric} value: " + "; ".join(notes))
     reach = run_reach(kept, [*empty], cap=cap)
