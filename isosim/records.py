@@ -475,15 +475,17 @@ def _check_plausible(df: pd.DataFrame, metric: str) -> None:
 
 
 def _check_lrs(df: pd.DataFrame) -> None:
-    """Refuse runs of one n (and B_p) at several learning rates: they are not seeds of one n."""
+    """Refuse runs of one n (and B_p) at several learning rates: they are not seeds of one n. Each
+    run's lr is its first logged one (as :func:`isosim.integrations.lr.run_lrs` reads it: a logged
+    schedule does not make a run two lrs)."""
     if "lr" not in df.columns:
         return
-    lr = pd.to_numeric(df["lr"], errors="coerce")
-    d = df.assign(lr=lr).dropna(subset=["lr"])
-    for (n, b_p), g in d.groupby(["n", "b_p"]):
-        per = g.groupby("lr")["run_id"].unique()
+    d = df.assign(lr=pd.to_numeric(df["lr"], errors="coerce")).dropna(subset=["lr"])
+    first = d.groupby(d["run_id"].astype(str), sort=True).agg(n=("n", "first"), b_p=("b_p", "first"), lr=("lr", "first"))
+    for (n, b_p), g in first.groupby(["n", "b_p"]):
+        per = {lr: sorted(g.index[g["lr"] == lr]) for lr in sorted(g["lr"].unique())}
         if len(per) > 1:
-            shown = "; ".join(f"lr {v:g}: {_names(sorted(map(str, r)), 2)}" for v, r in per.items())
+            shown = "; ".join(f"lr {v:g}: {_names(r, 2)}" for v, r in per.items())
             raise IsosimError(f"n = {int(n)} (B_p {int(b_p)}) was run at {len(per)} learning rates ({shown}): "
                               "those are not seeds of one n, and which to compare is not isosim's to choose; "
                               "read one lr at a time (move the others out of the folder)")

@@ -201,3 +201,10 @@ def test_one_commands_folder_given_to_another_is_one_line(tmp_path):
     with pytest.raises(IsosimError, match="holds another command's folder") as got:
         load_or_make_plan(tmp_path / "ex", {}, lambda: None)
     assert "KeyError" not in str(got.value) and "explore" in str(got.value)
+
+
+def test_a_logged_lr_schedule_is_one_lr_per_run():
+    from isosim.records import _check_lrs
+
+    warm = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "n": 4, "b_p": 8, "lr": [1e-7, 1e-6, 1e-7, 1e-6]})
+    _check_lrs(warm)  # both runs warm up alike: one lr
