@@ -25,6 +25,14 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def quoted_se(text: str) -> float:
+    """The se of a difference between two n a reader quotes."""
+    import re
+
+    return float(re.search(r"se of a difference between two n (?:is the evaluation noise alone, |at )([0-9.]+) at",
+                           flat(text)).group(1))
+
+
 @pytest.fixture
 def runs(tmp_path):
     root = tmp_path / "runs"
@@ -56,6 +64,7 @@ def test_a_wandb_export_says_the_evaluation_size_it_assumed_or_was_given(tmp_pat
     for t in (text, ana):
         assert "16 prompts x 4 samples = 64 answers per evaluation (records)" in flat(t)
         assert "2 seeds per n" in flat(t)
+    assert quoted_se(text) == pytest.approx(quoted_se(ana), rel=0.10)
 
 
 def test_verl_logs_take_their_evaluation_size_from_set(tmp_path):
@@ -74,8 +83,12 @@ def test_verl_logs_take_their_evaluation_size_from_set(tmp_path):
     se = {int(n): v["expected_regret_se"] for n, v in got["n"].items()}
     assert got["tie_band"] == [n for n in sorted(regret) if regret[n] <= 2 * se[n] + 1e-12]
     code, out, err = run_cli("recommend", "--runs", root, "--budget", "5e4", *sets)
-    assert "32 prompts x 4 samples = 128 answers" in flat(out) and "one seed per n" in flat(out)
-    assert "seed-to-seed spread" not in out
+    code2, ana, err2 = run_cli("analyze", root, *sets, "--n-boot", "0", "--out", tmp_path / "a")
+    assert code == 0 and code2 == 0, err + err2
+    for t in (out, ana):
+        assert "32 prompts x 4 samples = 128 answers" in flat(t) and "one seed per n" in flat(t)
+        assert "seed-to-seed spread" not in t and "metric val_avg" in t
+    assert quoted_se(out) == pytest.approx(quoted_se(ana), rel=0.10)
 
 
 # ----------------------------------------------------------------------------------------------
