@@ -846,7 +846,7 @@ def validate(
                    + f", then planning the runs in {out}")
         problems = train_size if train_size is not None else val.count_train_problems(model, data, run_settings)
         predicted = val.predict(budget, preset=preset, profile=str(profile) if profile else None,
-                                problems=problems, metric=metric_column(metric or "avg"), quick=quick, b_max=b_max)
+                                problems=problems, metric=metric_column(metric), quick=quick, b_max=b_max)
         predicted["train_size_source"] = "--train-size" if train_size is not None else "counted from --data"
         grid, n_source = n_list, "n given by --n"
         if adaptive and not grid:  # every power of two the limits allow
