@@ -415,7 +415,7 @@ def eval_size(df: pd.DataFrame) -> tuple[int | None, str]:
             a, b = min(sizes, key=lambda s: s[0] * s[1])
             more = f" (the smallest of {len(sizes)} sizes)" if len(sizes) > 1 else ""
             return a * b, f"{a} prompts x {b} samples = {a * b:,} answers per evaluation (records){more}"
-    return None, (f"evaluation size not recorded: assumed {DEFAULT_EVAL_SAMPLES:,} answers per evaluation "
+    return None, (f"not recorded: assumed {DEFAULT_EVAL_SAMPLES:,} answers per evaluation "
                   "(give the true one with --set val_size=PROMPTS,eval_n=SAMPLES on logs)")
 
 

@@ -50,7 +50,7 @@ def test_a_wandb_export_says_the_evaluation_size_it_assumed_or_was_given(tmp_pat
     csv = write_export(tmp_path / "run.csv")
     code, out, err = run_cli("recommend", "--runs", csv, "--budget", "1e5", "--map", "val_avg=eval/accuracy")
     assert code == 0, err
-    assert "evaluation size not recorded: assumed 2,400 answers per evaluation" in flat(out)
+    assert "evaluation: not recorded: assumed 2,400 answers per evaluation" in flat(out)
     code, out, err = run_cli("recommend", "--runs", csv, "--budget", "1e5", "--map", "val_avg=eval/accuracy",
                              "--set", "val_size=16,eval_n=4", "--json")
     assert code == 0, err
