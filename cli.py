@@ -251,7 +251,7 @@ def explore(
 @app.command()
 def analyze(
     path: Path = typer.Argument(..., help="a sweep folder, a folder of runs (isosim records.jsonl or TensorBoard logs: TRL, verl), a W&B CSV export, or a CSV/Parquet/JSONL records table"),
-    metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default: avg where validation is logged, else train_reward)"),
+    metric: Optional[str] = typer.Option(None, help="avg, best, worst or a column name (default avg; runs that log no validation are refused unless --metric train_reward asks for the training reward)"),
     n_boot: int = typer.Option(200, min=0, max=MAX_N_BOOT, help="bootstrap resamples"),
     seed: int = typer.Option(0, min=0, help="bootstrap seed"),
     tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
@@ -265,17 +265,21 @@ def analyze(
     from isosim import records
     from isosim.errors import IsosimError
     from isosim.frontier import report
-    from isosim.integrations import default_metric, load_competing_runs
+    from isosim.integrations import load_inspected
 
     _check_out(out)
     _check_tol(tol)
-    df, what, reach = load_competing_runs(path, maps=map_, sets=set_, runs_file=runs)
+    metric = report.metric_column(metric) if metric is not None else None
+    df, what, insp = load_inspected(path, metric, maps=map_, sets=set_, runs_file=runs)
+    reach, metric = insp.reach, insp.metric
     rules = records.allocation_summary(df) or {}
     if len(rules) > 1:  # the frontier compares n: runs of another rule at the same n are not seeds of it
         raise IsosimError(f"{path}: the records mix allocation rules ({', '.join(rules)}); analyze each rule's "
                           "runs apart (one folder or table per rule)")
-    metric = report.metric_column(metric) if metric is not None else default_metric(df)
     typer.echo(f"{path}: {what}; metric {metric}")
+    top = records.top_value(df, metric)
+    if top is not None:
+        typer.echo(f"evaluation: {insp.eval_from}; {records.seed_line(insp.seeds, top, insp.eval_samples)}")
     if out is None:  # never into the input (a committed folder, a user's logs): a folder of its own
         out = _fresh_out("analyze")
     if (out / "frontier.json").exists() and not force:
@@ -288,26 +292,34 @@ def analyze(
 
 
 def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: str, as_json: bool,
-                    maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None) -> dict:
+                    maps: list[str], sets: list[str], metric: Optional[str] = None,
+                    lr_tuned_at: Optional[int] = None) -> dict:
+    from isosim import records
     from isosim.files import dumps_json
     from isosim.predict import choice, partial
 
-    r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets)
+    r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets, metric=metric)
     r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
     r["lr_read"] = partial.direct_lr_note(runs, budget, maps, sets, lr_tuned_at)
     if as_json:
         typer.echo(dumps_json(r))
         return r
-    typer.echo(f"{runs}: {r['read']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
+    typer.echo(f"{runs}: {r['read']}; metric {r['metric']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
     band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"
-    typer.echo(f"pick n = {r['pick']}; tie band: n in {band} (each n whose expected regret is within 2 se of 0)")
+    typer.echo(f"pick n = {r['pick']}; tie band: n in {band} (each n whose expected regret is within 2 se of 0)"
+               + (f"; not judged: n = {', '.join(map(str, r['unjudged']))} (no usable run)" if r.get("unjudged") else ""))
     for n, v in r["n"].items():
         typer.echo(f"  n = {n:>4}: expected regret {v['expected_regret']:.4f} +- {v['expected_regret_se']:.4f} "
                    f"({v['steps_at_budget']:.0f} updates at C)"
                    + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate")
                    + ("" if not v.get("clipped") else f"; clipped at 0 from {v['expected_regret_raw']:.4f}"))
-    typer.echo("+-: one standard error of the seed-to-seed spread (and evaluation noise) of the cheap runs only; "
+    seeds = len(r["seeds"])
+    top = r["n"][str(r["pick"])]["value"]
+    typer.echo(f"evaluation: {r['eval_samples_from']}" + ("" if r.get("units") else "; " + records.seed_line(
+        seeds, top, r["eval_samples"] if "assumed" not in r["eval_samples_from"] else None)))
+    typer.echo("+-: one standard error of " + ("the evaluation noise (one seed per n)" if seeds == 1 else
+               "the seed-to-seed spread (and evaluation noise)") + " of the cheap runs only; "
                "it leaves out the error of carrying the cheap curves to C")
     if r.get("units"):
         typer.echo(f"units: {r['units']}")
@@ -354,7 +366,7 @@ def _check_budget(budget: Optional[float], flag: str = "--budget", bounded: bool
                           "at 10,000 rollouts a second); is it in rollouts (not tokens)?")
 
 
-def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: str,
+def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems: Optional[int], metric: Optional[str],
                      for_: Optional[str], reading: str, method: Optional[str], runs: Optional[Path],
                      val_size: Optional[int], warmup_steps: Optional[int], maps: list[str], sets: list[str],
                      profile: Optional[Path]) -> None:
@@ -378,11 +390,12 @@ def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems
         known = stepcurve.METHODS + tuple(sbi.BANDS)
         if method not in known:
             raise IsosimError(f"--method must be one of {', '.join(known)}, got {method!r}")
+    from isosim.frontier.report import metric_column
+
     if runs is None:
-        from isosim.frontier.report import metric_column
         from isosim.records import SIMULATED_METRICS
 
-        if metric_column(metric) not in SIMULATED_METRICS:
+        if metric_column(metric or "avg") not in SIMULATED_METRICS:
             raise IsosimError(f"--metric {metric!r}: the simulated runs record no such column (use avg, best or worst)")
         if maps or sets:
             raise IsosimError("--map and --set read the logs of --runs (TensorBoard, W&B): give --runs, or drop them")
@@ -391,6 +404,13 @@ def _check_recommend(budget: Optional[float], max_batch: Optional[int], problems
             raise IsosimError(f"{runs}: no such file or folder")
         _runs.parse_maps(maps)
         _runs.parse_sets(sets)
+        from isosim.records import METRIC_COLUMNS
+
+        if metric is not None and metric_column(metric) not in METRIC_COLUMNS:
+            raise IsosimError(f"--metric {metric!r}: the runs are read in avg, best, worst or train_reward")
+        if metric is not None and profile is not None and metric_column(metric) != "val_avg":
+            raise IsosimError(f"--metric {metric}: --profile calibrates the simulator on val_avg only (drop --metric, "
+                              "or drop --profile to read the runs' own values)")
     if profile is not None:
         from isosim.sim.profiles import read_profile
 
@@ -406,7 +426,7 @@ def recommend(
     profile: Optional[Path] = typer.Option(None, help="measured profile JSON from isosim calibrate (the problems; the recipe and dynamics come from --preset or the profile's own dynamics block)"),
     max_batch: Optional[int] = typer.Option(None, help="hardware cap on B_p * n (rollouts per step; default 65536)"),
     problems: Optional[int] = typer.Option(None, "--train-size", "--problems", max=MAX_TRAIN_SIZE, help="training-set size simulated (default: the preset's; smaller sets saturate lower)"),
-    metric: str = typer.Option("avg", help="avg, best or worst"),
+    metric: Optional[str] = typer.Option(None, help="avg, best or worst (default avg); with --runs also train_reward (the training reward, read only when asked)"),
     quick: bool = typer.Option(False, "--quick", help="a small simulated sweep (seconds; for tests)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of cheap runs (every n at one B_p, a small share of the budget; isosim records, TRL/verl logs, W&B CSV): choose n from them"),
@@ -456,7 +476,8 @@ def recommend(
             _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
                                map_, set_, lr_tuned_at)
             return
-        r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_, lr_tuned_at)
+        r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_,
+                            None if metric is None else metric_column(metric), lr_tuned_at)
         if for_ is not None:
             _write_full_run(runs, budget, for_, method, reading, as_json, r)
         return
@@ -475,7 +496,7 @@ def recommend(
     rec.check_request(budget, 65536 if max_batch is None else max_batch, problems, quick)
     r = rec.recommend(budget, preset=preset, profile=str(profile) if profile else None,
                       b_max=65536 if max_batch is None else max_batch,
-                      problems=problems, metric=metric_column(metric), quick=quick, progress=sys.stderr.isatty(),
+                      problems=problems, metric=metric_column(metric or "avg"), quick=quick, progress=sys.stderr.isatty(),
                       log=lambda line: typer.echo(line, err=True))
     if as_json:
         from isosim.files import dumps_json

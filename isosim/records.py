@@ -167,6 +167,72 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return normalize(df, source=str(path))
 
 
+def clean_rows(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.DataFrame, list[str]]:
+    """The rows an analysis can use, and a line for each kind of row left out (for tables no reader of
+    a user's runs inspected first: explore's and validate's own; :func:`inspect_runs` names the same
+    damage per run).
+
+    Rows whose ``metric`` is not a number (text such as ``abc``, or empty / nan) cannot be fitted
+    and are dropped. A run evaluated twice at one budget (same run and ``x``: a re-logged or resumed
+    evaluation) keeps its last row in table order, the latest evaluation, instead of a mean of both.
+    """
+    if metric not in df.columns:
+        return df, []
+    notes = []
+    raw = df[metric]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = ~np.isfinite(num.to_numpy(dtype=float))
+    if bad.any():
+        is_text = bad & raw.notna().to_numpy() & ~raw.map(lambda v: isinstance(v, (int, float, np.number))).to_numpy()
+        text = sorted({str(v) for v in raw[is_text]})[:3]
+        parts = []
+        if is_text.any():
+            parts.append(f"{int(is_text.sum())} not a number ({', '.join(repr(t) for t in text)})")
+        if (bad & ~is_text).any():
+            parts.append(f"{int((bad & ~is_text).sum())} empty, nan or infinite")
+        notes.append(f"left out {int(bad.sum())} of {len(df)} rows whose {metric} cannot be fitted: "
+                     + "; ".join(parts))
+        df = df[~bad]
+    if "run_id" in df.columns and x in df.columns and len(df):
+        dup = df.duplicated(["run_id", x], keep="last")
+        if dup.any():
+            runs = sorted(df.loc[dup, "run_id"].astype(str).unique())
+            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+            notes.append(f"{len(runs)} run(s) have several evaluations at one budget ({shown}): kept the last of "
+                         f"each ({int(dup.sum())} earlier row(s) left out), not their mean")
+            df = df[~dup]
+    return df, notes
+
+
+def read_records_file(path: str | Path) -> pd.DataFrame:
+    """One run's ``records.jsonl``. A last line cut off mid-write (the run was killed while writing
+    it) is said as such, in one line, not as a parser's message."""
+    import json
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) and not text.endswith("\n"):
+                raise IsosimError(f"{path}: its last line (line {i}) is cut off: the run was stopped while writing it; "
+                                  "resume the run (which rewrites it), or delete that line") from None
+            raise IsosimError(f"{path}:{i}: not a records line (not JSON)") from None
+        if not isinstance(row, dict):
+            raise IsosimError(f"{path}:{i}: not a records line (not a JSON object)")
+        rows.append(line)
+    if not rows:
+        return pd.DataFrame()
+    from io import StringIO
+
+    return pd.read_json(StringIO("\n".join(rows)), lines=True)
+
+
 # ----------------------------------------------------------------------------------------------
 # How far each run got: runs that stopped short of their planned budget
 # ----------------------------------------------------------------------------------------------
@@ -276,3 +342,238 @@ def blamed_on_short_runs(reach: Reach | None) -> Iterator[None]:
             raise
         raise IsosimError(f"{reach.note()}; read at {reach.common:,.0f} rollouts, the budget every run "
                           f"reached: {exc} ({SHORT_ADVICE})") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# What a reader found wrong with the runs: one inspection for every reader of a user's runs
+# (analyze, recommend --runs, predict, calibrate --dynamics), so that each says the same things
+# about the same runs
+# ----------------------------------------------------------------------------------------------
+DEFAULT_EVAL_SAMPLES = 2400
+"""evaluation answers (prompts x samples per prompt) assumed where the records do not say"""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run a plan lists (``isosim plan``'s run table, ``explore``'s plan.json)."""
+
+    name: str
+    n: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The runs as a reader may compare them, and every damage it found, in words.
+
+    ``df``: the rows left after the damage was taken out (non-finite values of the metric, runs
+    without the metric, the earlier of two disagreeing evaluations); ``reach``: each run's reach on
+    those rows; ``notes``: one clause per damage; ``unjudged``: the n no usable run measured."""
+
+    df: pd.DataFrame
+    reach: Reach
+    notes: tuple[str, ...]
+    unjudged: tuple[int, ...]
+    metric: str
+    eval_samples: int | None
+    eval_from: str
+    seeds: int
+    altered: tuple[str, ...] = ()
+    """damage that changes the values a reader would read (infinite values, disagreeing evaluations
+    of one run at one budget; named in ``notes`` as every analysis names them): a reader that reads
+    the records again by itself refuses these"""
+
+    def note(self) -> str:
+        parts = list(self.notes)
+        short = common_budget_note(self.reach)
+        if short:
+            parts.insert(0, short)
+        if self.unjudged:
+            parts.append(f"n = {', '.join(map(str, self.unjudged))} cannot be judged: no usable run measured it")
+        return "; ".join(parts)
+
+    @property
+    def changed(self) -> bool:
+        """True where the rows a reader should read differ from the rows as loaded."""
+        return bool(self.notes) or bool(self.reach.short)
+
+
+def _names(runs: Sequence[str], most: int = 4) -> str:
+    runs = list(runs)
+    return ", ".join(runs[:most]) + (f" and {len(runs) - most} more" if len(runs) > most else "")
+
+
+def eval_size(df: pd.DataFrame) -> tuple[int | None, str]:
+    """Answers behind one evaluation (validation prompts x samples per prompt, ``val_size`` x
+    ``eval_n``) where the records say, and how it was read; (None, what is assumed) otherwise."""
+    if "val_size" in df.columns and "eval_n" in df.columns:
+        v = pd.to_numeric(df["val_size"], errors="coerce")
+        k = pd.to_numeric(df["eval_n"], errors="coerce")
+        ok = v.notna() & k.notna()
+        if ok.any():
+            sizes = sorted({(int(a), int(b)) for a, b in zip(v[ok], k[ok])})
+            a, b = min(sizes, key=lambda s: s[0] * s[1])
+            more = f" (the smallest of {len(sizes)} sizes)" if len(sizes) > 1 else ""
+            return a * b, f"{a} prompts x {b} samples = {a * b:,} answers per evaluation (records){more}"
+    return None, (f"not recorded: assumed {DEFAULT_EVAL_SAMPLES:,} answers per evaluation "
+                  "(give the true one with --set val_size=PROMPTS,eval_n=SAMPLES on logs)")
+
+
+def eval_se(value: float, samples: int | None) -> float:
+    """Sampling se of one evaluation of pass rate ``value`` over ``samples`` answers
+    (``DEFAULT_EVAL_SAMPLES`` where unknown)."""
+    k = samples or DEFAULT_EVAL_SAMPLES
+    v = min(max(float(value), 1e-3), 1 - 1e-3)
+    return float(np.sqrt(v * (1 - v) / k))
+
+
+def seed_line(seeds: int, value: float, samples: int | None) -> str:
+    """What the se of a difference between two n rests on: the seed count and the evaluation size
+    (``samples``; ``DEFAULT_EVAL_SAMPLES`` where None), at a pass rate ``value``."""
+    diff = float(np.sqrt(2.0 / max(seeds, 1))) * eval_se(value, samples)
+    answers = f"{samples or DEFAULT_EVAL_SAMPLES:,} answers{'' if samples else ' (assumed)'}"
+    if seeds <= 1:
+        return (f"one seed per n: no run-to-run spread is measured; the se of a difference between two n is the "
+                f"evaluation noise alone, {diff:.4f} at {value:.3f} ({answers} per evaluation); a second seed per n "
+                "would measure the spread")
+    return (f"{seeds} seeds per n; the evaluation noise alone puts the se of a difference between two n at "
+            f"{diff:.4f} at {value:.3f} ({answers} per evaluation)")
+
+
+def top_value(df: pd.DataFrame, metric: str) -> float | None:
+    """The highest seed mean over n of each run's last ``metric`` after step 0 (the cheap leader's
+    level, the value ``recommend --runs``'s default reader quotes its se at): the value the se of a
+    difference between two n is quoted at."""
+    if metric not in df.columns or df.empty:
+        return None
+    v = pd.to_numeric(df[metric], errors="coerce")
+    d = df.assign(_v=v).dropna(subset=["_v"])
+    d = d[pd.to_numeric(d["rollouts"]) > 0].sort_values("rollouts", kind="stable")
+    last = d.groupby(["n", "run_id"])["_v"].last()
+    return float(last.groupby(level="n").mean().max()) if len(last) else None
+
+
+def _check_plausible(df: pd.DataFrame, metric: str) -> None:
+    """Refuse a metric value no share, percentage or reward near the others takes (1e30 in a column
+    of shares): beyond 100 times the larger of 1 and the 90th percentile of its magnitudes. (A reward
+    may be negative or above 1, so nothing nearer is refused.)"""
+    if metric not in df.columns:
+        return
+    vals = pd.to_numeric(df[metric], errors="coerce")
+    fin = vals[np.isfinite(vals.to_numpy(float))]
+    if fin.empty:
+        return
+    bound = 100.0 * max(float(fin.abs().quantile(0.9)), 1.0)
+    bad = fin.abs() > bound
+    if bad.any():
+        i = bad[bad].index[0]
+        run = str(df.loc[i, "run_id"]) if "run_id" in df.columns else "?"
+        where = f" at {float(df.loc[i, 'rollouts']):,.0f} rollouts" if "rollouts" in df.columns else ""
+        raise IsosimError(f"run {run}: {metric} = {float(fin[i]):g}{where} is not a share, a percentage or a value "
+                          f"near the others (|value| <= {bound:g}): a damaged record ({int(bad.sum())} such "
+                          f"value{'s' if bad.sum() > 1 else ''}); fix or delete it")
+
+
+def _check_lrs(df: pd.DataFrame) -> None:
+    """Refuse runs of one n (and B_p) at several learning rates: they are not seeds of one n. Each
+    run's lr is its first logged one (as :func:`isosim.integrations.lr.run_lrs` reads it: a logged
+    schedule does not make a run two lrs)."""
+    if "lr" not in df.columns:
+        return
+    d = df.assign(lr=pd.to_numeric(df["lr"], errors="coerce")).dropna(subset=["lr"])
+    first = d.groupby(d["run_id"].astype(str), sort=True).agg(n=("n", "first"), b_p=("b_p", "first"), lr=("lr", "first"))
+    for (n, b_p), g in first.groupby(["n", "b_p"]):
+        per = {lr: sorted(g.index[g["lr"] == lr]) for lr in sorted(g["lr"].unique())}
+        if len(per) > 1:
+            shown = "; ".join(f"lr {v:g}: {_names(r, 2)}" for v, r in per.items())
+            raise IsosimError(f"n = {int(n)} (B_p {int(b_p)}) was run at {len(per)} learning rates ({shown}): "
+                              "those are not seeds of one n, and which to compare is not isosim's to choose; "
+                              "read one lr at a time (move the others out of the folder)")
+
+
+def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
+                 planned: Sequence[PlannedRun] | None = None, unfinished: str = "",
+                 cap: float | None = None) -> Inspection:
+    """Every damage of a normalised records table for ``metric``, named or refused.
+
+    Refused (``IsosimError``, one line): a value no share or reward takes (:func:`_check_plausible`),
+    runs of one n at several lrs (:func:`_check_lrs`). Named, and taken out of the rows a reader
+    compares: values of the metric that are not finite numbers (a run whose last values are NaN, inf
+    or empty is read to its last number and is then short), runs with no value of the metric at all,
+    the earlier of two disagreeing evaluations of one run at one budget. Named only: runs the plan
+    lists that have no records (``planned``, ``empty``), a seed only some n have, an unfinished
+    sweep (``unfinished``: the reader's words for it). Short runs: :func:`run_reach` on the rows
+    left (``cap``: a reader that reads only that far)."""
+    _check_plausible(df, metric)
+    _check_lrs(df)
+    notes: list[str] = []
+    if unfinished:
+        notes.append(unfinished)
+    ids = df["run_id"].astype(str)
+    all_runs = sorted(ids.unique())
+    vals = pd.to_numeric(df[metric], errors="coerce") if metric in df.columns else pd.Series(np.nan, index=df.index)
+    finite = pd.Series(np.isfinite(vals.to_numpy(float)), index=df.index)
+    # runs with no number of the metric at all
+    without = sorted(set(all_runs) - set(ids[finite]))
+    if without:
+        notes.append(f"run(s) with no {metric} value (no such column, or every value empty, NaN or inf), not read: "
+                     + _names(without))
+    # rows whose value is not a number, and runs evaluated twice at one budget: as every analysis names them
+    notes += clean_rows(df[~ids.isin(without).to_numpy()], metric)[1]
+    altered: list[str] = []
+    infinite = np.isinf(vals.to_numpy(float)) & ~ids.isin(without).to_numpy()
+    if infinite.any():
+        altered.append(f"{int(infinite.sum())} {metric} value(s) infinite (run(s) {_names(sorted(set(ids[infinite])))})")
+    # runs whose last values of the metric are not numbers: read to their last number
+    tails = []
+    for run, g in df[finite.to_numpy()].groupby(ids[finite]):
+        last_ok = float(pd.to_numeric(g["rollouts"]).max())
+        after = df[(ids == run).to_numpy() & (pd.to_numeric(df["rollouts"]) > last_ok).to_numpy()]
+        if len(after):
+            r = pd.to_numeric(g["rollouts"]).sort_values().to_numpy(float)
+            gap = r[-1] - r[-2] if r.size > 1 else 0.0
+            if float(pd.to_numeric(after["rollouts"]).max()) - last_ok >= max(gap, 1.0) * (1 - REACH_RTOL):
+                tails.append(f"{run} (after {last_ok:,.0f} rollouts)")
+    if tails:
+        notes.append(f"run(s) whose last {metric} values are empty, NaN or inf, read only to their last number: "
+                     + _names(tails))
+    kept = df[finite.to_numpy()]
+    # two evaluations of one run at one budget that disagree: the last is read
+    dup = kept.duplicated(["run_id", "rollouts"], keep=False)
+    if dup.any():
+        clash = []
+        for (run, r), g in kept[dup].groupby(["run_id", "rollouts"]):
+            v = pd.to_numeric(g[metric]).to_numpy(float)
+            if np.ptp(v) > 1e-12:
+                clash.append(f"{run} at {float(r):,.0f} rollouts ({', '.join(f'{x:.4g}' for x in v)})")
+        if clash:
+            altered.append(f"disagreeing evaluations of one run at one budget: {_names(clash, 3)}")
+        kept = kept.drop_duplicates(["run_id", "rollouts"], keep="last")
+    # runs the plan lists without records
+    read_names = {r.split("/")[-1] for r in all_runs} | set(all_runs)
+    missing = [p for p in (planned or ()) if p.name not in read_names and p.name.split("/")[-1] not in read_names]
+    empty_names = {e.split(" (")[0].split("/")[-1] for e in empty}
+    missing_only = [p for p in missing if p.name.split("/")[-1] not in empty_names]
+    if missing_only:
+        notes.append("planned run(s) without records (not started, crashed, or elsewhere): "
+                     + _names([f"{p.name} (n = {p.n}, seed {p.seed})" for p in missing_only]))
+    # a seed only some n have
+    if len(kept):
+        seeds_by_n = kept.groupby("n")["seed"].apply(lambda s: set(int(v) for v in s))
+        every = set.union(*seeds_by_n)
+        ns = sorted(int(n) for n in seeds_by_n.index)
+        for s in sorted(every):
+            have = [n for n in ns if s in seeds_by_n[n]]
+            if len(have) < len(ns):
+                notes.append(f"seed {s} is run for n = {', '.join(map(str, have))} only, not n = "
+                             f"{', '.join(str(n) for n in ns if n not in have)}")
+    if kept.empty:
+        raise IsosimError(f"no run holds a {metric} value: " + "; ".join(notes))
+    reach = run_reach(kept, [*empty], cap=cap)
+    measured = {int(n) for n in kept["n"]}
+    known = {int(n) for n in df["n"]} | {p.n for p in (planned or ())}
+    samples, eval_from = eval_size(df)
+    n_seeds = int(kept.groupby("n")["seed"].nunique().min())
+    return Inspection(df=kept.reset_index(drop=True), reach=reach, notes=tuple(notes),
+                      unjudged=tuple(sorted(known - measured)), metric=metric, eval_samples=samples,
+                      eval_from=eval_from, seeds=n_seeds, altered=tuple(altered))

@@ -111,7 +111,7 @@ def test_a_wandb_export_without_known_tags_names_its_columns_and_the_val_avg_map
 
 def test_recommend_runs_reads_a_wandb_export_through_map(tmp_path, monkeypatch, capsys):
     csv = write_export(tmp_path / "run.csv")
-    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", csv, "--budget", "2e5",
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", csv, "--budget", "1e5",
                          "--map", "val_avg=eval/accuracy")
     assert code == 0, err
     assert "8 runs from W&B export run.csv, n = 2, 4, 8, 16" in out

@@ -141,8 +141,11 @@ def test_import_isosim_imports_no_trainer_library():
 def test_wandb_panel_export_with_runs_file(capsys, tmp_path):
     csv = tmp_path / "panel.csv"
     shutil.copy(FIXTURES / "wandb_panel_train_reward.csv", csv)
+    # no validation logged: refused in one line, never a silent switch to the training reward
+    assert_one_line_exit_2(capsys, "analyze", csv, "--runs", FIXTURES / "wandb_runs.csv", "--n-boot", "0",
+                           "--out", tmp_path / "refused", needle="log no validation (val_avg); they log train_reward: read it with --metric train_reward")
     code, out, err = run_cli(capsys, "analyze", csv, "--runs", FIXTURES / "wandb_runs.csv", "--n-boot", "0",
-                             "--out", tmp_path / "panel_analysis")
+                             "--metric", "train_reward", "--out", tmp_path / "panel_analysis")
     assert code == 0, err
     said = " ".join(out.split())
     assert said.startswith(f"{csv}: 3 runs from W&B export panel.csv, n = 2, 4, 8; ")
@@ -211,7 +214,7 @@ def _write_verl_run(folder: Path, n: int, b_p: int, steps: int = 12) -> None:
     w = SummaryWriter(str(folder))
     for s in range(steps + 1):
         if s % 4 == 0:  # validation every 4 steps and before training, as verl's test_freq
-            p = 0.3 + 0.02 * s * math.log2(n)
+            p = 0.3 + 0.01 * s * math.log2(n)  # a share: at most .78 (n = 16, step 12)
             w.add_scalar("val-core/openai/gsm8k/reward/mean@4", p, s)
             w.add_scalar("val-core/openai/gsm8k/reward/best@4/mean", 1 - (1 - p) ** 4, s)
             w.add_scalar("val-aux/openai/gsm8k/reward/worst@4/mean", p ** 4, s)
@@ -234,7 +237,8 @@ def test_tensorboard_verl_runs_with_set(capsys, tmp_path):
     code, out, err = run_cli(capsys, "analyze", root, "--set", "qwen_n4:n=4,b_p=64", "--set", "qwen_n16:n=16,b_p=16",
                              "--n-boot", "0", "--out", root)
     assert code == 0, err
-    assert "2 runs from TensorBoard logs, n = 4, 16; metric val_avg" in out
+    # the training steps between validations hold no val_avg: named as every reader names such rows
+    assert "2 runs from TensorBoard logs, n = 4, 16; left out" in out and "; metric val_avg" in out
     assert json.loads((root / "frontier.json").read_text())["n_values"] == [4, 16]
     df, _ = load_runs(root, sets=["qwen_n4:n=4,b_p=64", "qwen_n16:n=16,b_p=16"])
     r = df[df.run_id == "qwen_n4"].set_index("step")
@@ -331,13 +335,14 @@ def test_trl_tensorboard_logs_alone(capsys, trl_runs, tmp_path):
     tb_only = tmp_path / "tb"
     for run in ("grpo-n2", "grpo-n4"):
         shutil.copytree(trl_runs / run, tb_only / run, ignore=shutil.ignore_patterns("records.jsonl"))
-    code, out, err = run_cli(capsys, "analyze", tb_only, "--n-boot", "0", "--out", tb_only)
+    code, out, err = run_cli(capsys, "analyze", tb_only, "--n-boot", "0", "--metric", "train_reward", "--out", tb_only)
     assert code == 0, err
     assert "2 runs from TensorBoard logs, n = 2, 4; metric train_reward" in out
     data = json.loads((tb_only / "frontier.json").read_text())
     assert data["n_values"] == [2, 4] and data["b_p_values"] == [2, 4]
     tb, _ = load_runs(tb_only)
-    assert default_metric(tb) == "train_reward"
+    with pytest.raises(IsosimError, match="log no validation"):
+        default_metric(tb)  # no silent switch to the training reward
     for run in ("grpo-n2", "grpo-n4"):
         t = tb[tb.run_id == run].set_index("step")
         assert list(t.index) == [1, 2, 4, 6]  # the callback forced logs at 1, 2 and 6; logging_steps gives 4

@@ -162,7 +162,7 @@ def test_recommend_runs_reads_wandb_learning_rates_and_says_when_they_follow_no_
     from test_first_hour import write_export
 
     csv = write_export(tmp_path / "run.csv", lr={2: 1e-6, 4: 5e-6, 8: 2e-6, 16: 1e-6})
-    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", csv, "--budget", "2e5",
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", csv, "--budget", "1e5",
                          "--map", "val_avg=eval/accuracy")
     assert code == 0, err
     assert "lr of each run: run-n2-s0 1e-06, run-n2-s1 1e-06, run-n4-s0 5e-06" in out

@@ -6,7 +6,9 @@ isosim recommend --runs --for trl -> the pick's full-budget config loads into GR
 """
 
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +71,30 @@ def test_plan_run_with_trl_and_recommend_back(tmp_path):
         assert all(0 <= r["val_avg"] <= 1 for r in recs)
         assert {r["rollouts"] for r in recs[1:]} >= {16}  # both runs end at their cheap 5 %: 16 rollouts
         last[n] = recs[-1]["val_avg"]
+
+    # each run records what its values rest on: 4 held-out prompts x 2 samples; recommend reads the se
+    # and the tie band from that size, names its metric and gives the se analyze gives
+    assert all(r["val_size"] == 4 and r["eval_n"] == 2 for n in (2, 4)
+               for r in map(json.loads, (out / "runs" / f"n{n}-s0" / "records.jsonl").read_text().splitlines()))
+    said = isosim("recommend", "--runs", out / "runs", "--budget", 320, "--json")
+    assert said.returncode == 0, said.stderr
+    got = json.loads(said.stdout)
+    assert got["eval_samples"] == 8 and got["metric"] == "val_avg" and got["seeds"] == [0]
+    se = {int(n): v["expected_regret_se"] for n, v in got["n"].items()}
+    regret = {int(n): v["expected_regret"] for n, v in got["n"].items()}
+    assert got["tie_band"] == [n for n in sorted(regret) if regret[n] <= 2 * se[n] + 1e-12]
+    value = got["n"][str(got["pick"])]["value"]
+    assert se[2] == pytest.approx(math.sqrt(2 * min(max(value, 1e-3), 1 - 1e-3) * (1 - min(max(value, 1e-3), 1 - 1e-3)) / 8))
+    text = isosim("recommend", "--runs", out / "runs", "--budget", 320).stdout
+    ana = isosim("analyze", out / "runs", "--n-boot", 0, "--out", tmp_path / "analysis")
+    assert ana.returncode == 0, ana.stderr
+    for said_text in (text, ana.stdout):
+        flat = " ".join(said_text.split())
+        assert "metric val_avg" in flat and "4 prompts x 2 samples = 8 answers per evaluation (records)" in flat
+        assert "one seed per n: no run-to-run spread is measured" in flat and "seed-to-seed spread" not in flat
+    se_of = [float(re.search(r"evaluation noise alone, ([0-9.]+) at", " ".join(t.split())).group(1))
+             for t in (text, ana.stdout)]
+    assert se_of[0] == pytest.approx(se_of[1], rel=0.10), se_of
 
     back = isosim("recommend", "--runs", out / "runs", "--budget", 320, "--for", "trl")
     assert back.returncode == 0, back.stderr

@@ -83,7 +83,7 @@ def _recommend(monkeypatch, capsys, runs, budget):
 
 def test_recommend_runs_reads_every_n_where_every_run_reached(tmp_path, monkeypatch, capsys):
     # issue 49, defect 2: both n = 4 runs of the easy sweep cut to 1.07e4 rollouts
-    code, out, err = _recommend(monkeypatch, capsys, cut_copy(tmp_path / "easy", 1.07e4), "4e6")
+    code, out, err = _recommend(monkeypatch, capsys, cut_copy(tmp_path / "easy", 1.07e4), "1e6")
     assert code == 0, err
     assert "n4_bp16_s0 at 10,688 of 200,000 rollouts" in out and "n4_bp16_s1 at 10,688" in out
     assert "cheap part 1.07e+04 rollouts per run" in out and "cheap part 2e+05" not in out
@@ -104,7 +104,7 @@ def steps_csv(path: Path) -> Path:
 
 
 def test_recommend_runs_on_runs_ending_at_unequal_compute_names_them(tmp_path, monkeypatch, capsys):
-    code, out, err = _recommend(monkeypatch, capsys, steps_csv(tmp_path / "steps.csv"), "1e6")
+    code, out, err = _recommend(monkeypatch, capsys, steps_csv(tmp_path / "steps.csv"), "1e5")
     assert code == 0, err
     assert "n4-s0 at 1,152 of 18,432 rollouts" in out and "n16-s1 at 4,608 of 18,432 rollouts" in out
     assert "cheap part 1.15e+03 rollouts per run" in out and "leader moved up" not in out

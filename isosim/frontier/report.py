@@ -100,10 +100,7 @@ def load_records(path: str | Path) -> pd.DataFrame:
                           "and not exactly one table file")
     frames = []
     for f in files:
-        try:
-            frames.append(pd.read_json(f, lines=True))
-        except ValueError as exc:
-            raise IsosimError(f"{f}: cannot read records ({exc})") from None
+        frames.append(records.read_records_file(f))
     frames = [f for f in frames if len(f)]
     if not frames:
         raise IsosimError(f"{path}: the run folders hold no records yet")
@@ -111,38 +108,8 @@ def load_records(path: str | Path) -> pd.DataFrame:
 
 
 def clean_records(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.DataFrame, list[str]]:
-    """The rows the analysis can use, and a line for each kind of row left out.
-
-    Rows whose ``metric`` is not a number (text such as ``abc``, or empty / nan) cannot be fitted
-    and are dropped. A run evaluated twice at one budget (same run and ``x``: a re-logged or resumed
-    evaluation) keeps its last row in table order, the latest evaluation, instead of a mean of both.
-    """
-    if metric not in df.columns:
-        return df, []
-    notes = []
-    raw = df[metric]
-    num = pd.to_numeric(raw, errors="coerce")
-    bad = ~np.isfinite(num.to_numpy(dtype=float))
-    if bad.any():
-        is_text = bad & raw.notna().to_numpy() & ~raw.map(lambda v: isinstance(v, (int, float, np.number))).to_numpy()
-        text = sorted({str(v) for v in raw[is_text]})[:3]
-        parts = []
-        if is_text.any():
-            parts.append(f"{int(is_text.sum())} not a number ({', '.join(repr(t) for t in text)})")
-        if (bad & ~is_text).any():
-            parts.append(f"{int((bad & ~is_text).sum())} empty, nan or infinite")
-        notes.append(f"left out {int(bad.sum())} of {len(df)} rows whose {metric} cannot be fitted: "
-                     + "; ".join(parts))
-        df = df[~bad]
-    if "run_id" in df.columns and x in df.columns and len(df):
-        dup = df.duplicated(["run_id", x], keep="last")
-        if dup.any():
-            runs = sorted(df.loc[dup, "run_id"].astype(str).unique())
-            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
-            notes.append(f"{len(runs)} run(s) have several evaluations at one budget ({shown}): kept the last of "
-                         f"each ({int(dup.sum())} earlier row(s) left out), not their mean")
-            df = df[~dup]
-    return df, notes
+    """:func:`isosim.records.clean_rows`: the rows the analysis can use, and a line for each kind left out."""
+    return records.clean_rows(df, metric, x)
 
 
 def measured_by(df: pd.DataFrame, metric: str, budgets: list[float], x: str = "rollouts") -> list[float | None]:

@@ -24,7 +24,7 @@ import pandas as pd
 from isosim.errors import IsosimError
 
 if TYPE_CHECKING:
-    from isosim.records import Reach
+    from isosim.records import PlannedRun, Reach
 
 __all__ = ["load_runs", "load_competing_runs", "default_metric"]
 
@@ -59,6 +59,10 @@ def _native(path: Path) -> str | None:
 
         if set(REQUIRED_INPUT) <= header:
             return f"records table {path.name}"
+        missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
+        if "rollouts" in header:  # an isosim records table with a column missing (W&B exports count steps)
+            raise IsosimError(f"{path}: an isosim records table missing column(s) {missing} (a records table needs "
+                              f"{', '.join(REQUIRED_INPUT)} and a metric)")
         if looks_like_export(path):
             return None
         missing = ", ".join(c for c in REQUIRED_INPUT if c not in header)
@@ -140,10 +144,14 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
         from isosim.integrations import wandb
 
         exports = [p for p in csvs if wandb.looks_like_export(p)]
-        if len(exports) == len(csvs):
-            where = f"W&B export{'s' if len(csvs) > 1 else ''} in {path.name}"
-            return _runs.to_records(wandb.read_many(exports), source=where, maps=col_map, every=every,
-                                    per_run=per_run, where=str(path))
+        others = [p.name for p in csvs if p not in exports]
+        if exports:
+            where = f"W&B export{'s' if len(exports) > 1 else ''} in {path.name}"
+            df, text = _runs.to_records(wandb.read_many(exports), source=where, maps=col_map, every=every,
+                                        per_run=per_run, where=str(path))
+            if others:
+                text += f" (not read: {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}, not W&B exports)"
+            return df, text
     tables = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TABLE_SUFFIXES)
     if len(tables) == 1 and not (maps or sets or runs_file):
         from isosim.records import read_table
@@ -155,24 +163,80 @@ def load_runs(path: str | Path, *, maps: Iterable[str] = (), sets: Iterable[str]
         "event files and no W&B CSV exports")
 
 
-def load_competing_runs(path: str | Path, **kwargs) -> tuple[pd.DataFrame, str, "Reach"]:
-    """:func:`load_runs` for a reader that compares n (``analyze``, ``recommend --runs``): each run's
-    last record is compared with its planned budget (:func:`isosim.records.run_reach`); where some
-    run stopped short, every run is cut at the budget every run reached, and the line read says so,
-    naming every short run and every run folder without records. Also returns the reach, for
-    :func:`isosim.records.blamed_on_short_runs`."""
+def planned_runs(path: str | Path) -> tuple[list["PlannedRun"] | None, str]:
+    """The runs a plan lists for the runs at ``path`` (an ``explore`` store's plan.json, or the
+    run table of the ``isosim plan`` folder at or above ``path``; None where there is no plan),
+    and a clause naming an unfinished ``explore`` store ('' otherwise)."""
+    from isosim.frontier.report import is_sweep_store
+    from isosim.records import PlannedRun
+
+    path = Path(path)
+    if path.is_dir() and is_sweep_store(path):
+        from isosim.sweeps.store import _read_plan, store_status
+
+        try:
+            plan = _read_plan(path)
+            status = store_status(path)
+        except IsosimError:
+            return None, ""  # the store reader says what is wrong with it
+        if plan is None:
+            return None, ""
+        planned = [PlannedRun(c.run_id, int(c.n), int(c.seed)) for c in plan.configs()]
+        text = ""
+        if not status["complete"]:
+            text = (f"unfinished sweep (killed, or still running): {status['runs_done']} of {status['runs']} planned "
+                    "runs finished; the others are not read")
+        return planned, text
+    from isosim.integrations.plan_files import RUNS_FILE, find_plan
+
+    plan_dir = find_plan(path) if path.is_dir() else None
+    if plan_dir is None or not (plan_dir / RUNS_FILE).is_file():
+        return None, ""
+    try:
+        table = pd.read_csv(plan_dir / RUNS_FILE)
+        return [PlannedRun(str(r["run"]), int(r["n"]), int(r["seed"])) for r in table.to_dict("records")], ""
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, ""
+
+
+def inspect_loaded(path: str | Path, df: pd.DataFrame, metric: str | None = None, cap: float | None = None):
+    """:func:`isosim.records.inspect_runs` of the runs at ``path`` as loaded (``df``), with the runs
+    its plan lists and its run folders without records: what every reader of a user's runs says."""
     from isosim.frontier.report import runs_without_records
-    from isosim.records import at_common_budget, common_budget_note, run_reach
+    from isosim.records import inspect_runs
+
+    planned, unfinished = planned_runs(path)
+    return inspect_runs(df, metric or default_metric(df), empty=runs_without_records(path), planned=planned,
+                        unfinished=unfinished, cap=cap)
+
+
+def load_inspected(path: str | Path, metric: str | None = None, **kwargs):
+    """:func:`load_runs` for a reader that compares n (``analyze``, ``recommend --runs``): the runs'
+    damage named or refused (:func:`inspect_loaded`); where some run stopped short, every run is cut
+    at the budget every run reached. Returns (rows to compare, the line read with every damage
+    named, the :class:`isosim.records.Inspection`)."""
+    from isosim.records import at_common_budget
 
     df, what = load_runs(path, **kwargs)
-    reach = run_reach(df, runs_without_records(path))
-    note = common_budget_note(reach)
-    return at_common_budget(df, reach), what + (f"; {note}" if note else ""), reach
+    insp = inspect_loaded(path, df, metric)
+    note = insp.note()
+    return at_common_budget(insp.df, insp.reach), what + (f"; {note}" if note else ""), insp
+
+
+def load_competing_runs(path: str | Path, metric: str | None = None, **kwargs) -> tuple[pd.DataFrame, str, "Reach"]:
+    """:func:`load_inspected`, with the runs' reach (for :func:`isosim.records.blamed_on_short_runs`)
+    in place of the whole inspection."""
+    df, what, insp = load_inspected(path, metric, **kwargs)
+    return df, what, insp.reach
 
 
 def default_metric(df: pd.DataFrame) -> str:
-    """``val_avg`` where validation was logged, else the training reward."""
-    for col in ("val_avg", "train_reward", "val_best", "val_worst"):
-        if col in df.columns and pd.to_numeric(df[col], errors="coerce").notna().any():
-            return col
-    return "val_avg"
+    """``val_avg`` where validation was logged; refused otherwise (never a silent switch to the
+    training reward: ``--metric train_reward`` asks for it)."""
+    if "val_avg" in df.columns and pd.to_numeric(df["val_avg"], errors="coerce").notna().any():
+        return "val_avg"
+    have = [c for c in ("train_reward", "val_best", "val_worst")
+            if c in df.columns and pd.to_numeric(df[c], errors="coerce").notna().any()]
+    raise IsosimError("the runs log no validation (val_avg)" + (f"; they log {', '.join(have)}: read it with "
+                      f"--metric {have[0]}" if have else "") + " (or --map val_avg=TAG where validation is "
+                      "logged under another tag)")

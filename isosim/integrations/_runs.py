@@ -317,7 +317,7 @@ def to_records(runs: Sequence[LoggedRun], *, source: str, maps: dict[str, str] |
             missing = " and ".join(k for k in ("n", "b_p") if k not in settings)
             raise IsosimError(
                 f"run {run.name}: {missing} unknown (the logs hold no num_generations / batch settings); "
-                f"give them with --set {run.name.split('/')[-1]}:n=N,b_p=B or --runs FILE")
+                f"give them with --set {run.name.split('/')[-1]}:n=N,b_p=B")
         if "rollouts_per_step" not in explicit and ("n" in explicit or "b_p" in explicit or not from_config):
             settings["rollouts_per_step"] = settings["n"] * settings["b_p"]
         rps = float(settings.pop("rollouts_per_step"))

@@ -16,8 +16,9 @@ batch), ``seed``, ``step``, ``rollouts`` (rollouts spent, from the generation ba
 :func:`isosim.integrations._runs.trl_allocation`), ``tokens`` (response tokens spent, from the
 mean completion length TRL logs), ``train_reward`` (TRL's ``reward`` over the steps since the
 previous log), ``entropy`` and ``kl`` where TRL logs them, and, with an ``eval_dataset``,
-validation avg@k / best@k / worst@k: ``samples`` completions per held-out prompt at the
-training temperature, scored by ``reward_funcs`` (a completion is correct when its summed reward
+validation avg@k / best@k / worst@k (with ``val_size``, the held-out prompts, and ``eval_n``,
+``samples``, the answers each value rests on, as isosim's own runs record them): ``samples``
+completions per held-out prompt at the training temperature, scored by ``reward_funcs`` (a completion is correct when its summed reward
 is >= ``correct_at``), with the unbiased estimators of :mod:`isosim.sim.estimators`.
 
 The callback asks the trainer to log at each of its steps, so every row has a fresh training
@@ -169,6 +170,8 @@ class RecordsCallback(TrainerCallback):
             "rollouts": step * self.rps, "tokens": self.tokens if step > 0 else 0.0,
             "lr": float(args.learning_rate), "source": "trl",
         }
+        if self.eval_rows is not None:  # what each validation value rests on: prompts x samples per prompt
+            row.update(val_size=len(self.eval_rows), eval_n=self.samples)
         if step > 0:
             row.update({k: v for k, v in self.last_train.items() if v is not None})
         if self.eval_rows is not None and self.main:

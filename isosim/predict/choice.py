@@ -235,9 +235,10 @@ def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
     else:
         txt = (f"little: every n is in the tie band {set_text(band)} (worst n = {worst_all}, {regret[worst_all]:.4f}, "
                f"{z[worst_all]:.1f} se)")
+    noise = ("evaluation noise only (one seed per n: no seed spread measured)" if len(out.get("seeds", ())) == 1
+             else "seed (and evaluation) noise only")
     line = (f"does n matter at C = {out['budget']:.3g}? {txt}. Regime: {regime_text}. Read from the cheap runs by the "
-            f"{out['method']} reader: the se is seed (and evaluation) noise only, not the error of carrying the cheap "
-            "curves to C.")
+            f"{out['method']} reader: the se is {noise}, not the error of carrying the cheap curves to C.")
     return {"matters": bool(outside), "worst_n": int(worst_all), "worst_regret": regret[worst_all],
             "worst_in_band": worst_in, "worst_in_band_regret": None if worst_in is None else regret[worst_in],
             "line": line}
@@ -270,30 +271,49 @@ def runs_as_read(path, df: pd.DataFrame, reach, as_table: bool = False) -> Itera
         yield table
 
 
+MIN_CHEAP_SHARE = 0.01
+"""the least share of C the cheap runs must reach for a pick. The readers were scored on the plane
+with cheap parts of 2.5 % to 20 % of C (``isosim.validation.plane.SHARES``); below 1 %, a cheap part
+2.5 times smaller than the least scored one, a pick would carry the curves further than anything
+measured, and is refused"""
+
+
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
-                   maps: tuple[str, ...] | list[str] = (), sets: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+                   maps: tuple[str, ...] | list[str] = (), sets: tuple[str, ...] | list[str] = (),
+                   metric: str | None = None) -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
-    frozen as the plane's method and left untouched) on the runs cut at the budget every run reached
-    (:func:`isosim.integrations.load_competing_runs`: short runs are named, never compared at unequal
-    compute) and what is said around its pick: an expected
+    frozen as the plane's method and left untouched) on the runs as every reader reads them
+    (:func:`isosim.integrations.load_inspected`: damage named or refused, short runs named and every
+    run cut at the budget every run reached) and what is said around its pick: an expected
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
-    reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's)."""
-    from isosim.integrations import default_metric, load_competing_runs
+    reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's);
+    ``metric``: the records column read (default ``val_avg``; never a silent switch to another).
+    Refused where the cheap part reaches less than ``MIN_CHEAP_SHARE`` of the budget."""
+    from isosim.integrations import load_inspected
     from isosim.predict import from_runs
     from isosim.predict.partial import measured_n
     from isosim.records import blamed_on_short_runs
 
-    df, what, reach = load_competing_runs(path, maps=maps, sets=sets)
-    metric = default_metric(df)
+    df, what, insp = load_inspected(path, metric, maps=maps, sets=sets)
+    metric = insp.metric
     ns = measured_n(df, metric)
     if len(ns) == 1:
-        raise IsosimError(f"the runs hold one n (n = {ns[0]}): nothing to compare it with; give --profile FILE (the "
-                          "base model's pass-rate profile from isosim calibrate) so that the other n are simulated")
+        raise IsosimError(f"the runs hold one n (n = {ns[0]}) with {metric}: nothing to compare it with; give --profile "
+                          "FILE (the base model's pass-rate profile from isosim calibrate) so that the other n are simulated"
+                          + (f" ({insp.note()})" if insp.note() else ""))
     check_past_step_0(df, metric)
-    with blamed_on_short_runs(reach), runs_as_read(path, df, reach, as_table=bool(maps or sets)) as readable:
-        out = from_runs.recommend_from_runs(readable, budget, method or from_runs.DEFAULT_METHOD, reading)
-    out.update(runs=str(path), read=what)
+    cheap = float(pd.to_numeric(df["rollouts"]).max())
+    if cheap < MIN_CHEAP_SHARE * budget:
+        raise IsosimError(f"the cheap runs reach {cheap:,.0f} rollouts, {cheap / budget:.2g} of C = {budget:.3g}: a pick "
+                          f"needs a cheap part of at least {MIN_CHEAP_SHARE:.0%} of C (the readers were scored at 2.5 % to "
+                          f"20 %): run every n to {MIN_CHEAP_SHARE * budget:,.0f} rollouts, or give a budget of at most "
+                          f"{cheap / MIN_CHEAP_SHARE:.3g}")
+    with blamed_on_short_runs(insp.reach), runs_as_read(path, df, insp.reach,
+                                                        as_table=bool(maps or sets) or insp.changed) as readable:
+        out = from_runs.recommend_from_runs(readable, budget, method or from_runs.DEFAULT_METHOD, reading, metric=metric)
+    out.update(runs=str(path), read=what, unjudged=list(insp.unjudged), eval_samples_from=insp.eval_from,
+               seeds_per_n=insp.seeds, damage=list(insp.notes))
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
@@ -302,6 +322,9 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     reg = cheap_regime(by_seed, out["cheap_rollouts"], reading)
     out["n_matters"] = {**runs_matters_line(out, reg["text"]), "regime": reg}
     out["note"] += ("; never below 0 (an n outside the cheap leader's band valued above the pick is clipped at 0, "
-                    "its raw value in expected_regret_raw); expected_regret_se is seed and evaluation noise only, "
-                    "not the error of carrying the cheap curves to C")
+                    "its raw value in expected_regret_raw); expected_regret_se is "
+                    + ("evaluation noise only (one seed per n)" if len(out["seeds"]) == 1 else "seed and evaluation noise only")
+                    + ", not the error of carrying the cheap curves to C")
+    if metric != "val_avg":
+        out["note"] = out["note"].replace("best validated value up to C", f"best {metric} up to C")
     return out

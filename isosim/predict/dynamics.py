@@ -134,6 +134,9 @@ def _read_records(path: Path, limit: float) -> tuple[list[dict], bool]:
                 row = json.loads(line)
                 rollouts = float(row["rollouts"])
             except (ValueError, KeyError, TypeError):
+                if not line.endswith("\n") and not fh.read():  # the last line, cut off mid-write
+                    raise IsosimError(f"{path}: its last line (line {i}) is cut off: the run was stopped while "
+                                      "writing it; resume the run (which rewrites it), or delete that line") from None
                 raise IsosimError(f"{path}:{i}: not a records line with a 'rollouts' value") from None
             if rollouts < last:
                 raise IsosimError(f"{path}:{i}: records are not in step order (rollouts {rollouts:g} after {last:g})")

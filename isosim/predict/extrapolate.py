@@ -137,23 +137,31 @@ def read_out(fits: dict[tuple[int, int], dict], r0: dict[int, float], b_p: dict[
 
 def check_cheap_reach(path: str | Path, max_rollouts: float | None, n_values: list[int] | None = None,
                       **load: Any) -> str:
-    """Refuse (one line naming them) runs that stopped short of their planned budget before the cheap
-    part's end (:func:`isosim.records.run_reach`, capped at ``max_rollouts``; None: every record is
-    read): their cheap curves would be compared with longer ones. Returns the note naming run
-    folders without records ('' if none)."""
-    from isosim.frontier.report import runs_without_records
-    from isosim.integrations import load_runs
-    from isosim.records import SHORT_ADVICE, run_reach
+    """The runs' damage as every reader names it (:func:`isosim.integrations.inspect_loaded` on
+    val_avg, the curve fitted), for a reader that reads the records again by itself (``predict``,
+    ``calibrate --dynamics``): refused (one line) where runs stopped short of their planned budget
+    before the cheap part's end (:func:`isosim.records.run_reach`, capped at ``max_rollouts``; None:
+    every record is read: their cheap curves would be compared with longer ones) or where values
+    would be read that are not what was measured (infinite values, disagreeing evaluations of one
+    run at one budget). Returns the note naming the rest ('' if none)."""
+    from isosim.integrations import inspect_loaded, load_runs
+    from isosim.records import SHORT_ADVICE
 
     df, _ = load_runs(path, **load)
     if n_values:
         df = df[df["n"].isin(list(n_values))]
-    reach = run_reach(df, runs_without_records(path), cap=max_rollouts) if len(df) else None
-    if reach is not None and reach.short:
+    if not len(df):
+        return ""
+    insp = inspect_loaded(path, df, "val_avg", cap=max_rollouts)
+    reach = insp.reach
+    if reach.short:
         upto = "every record is read" if max_rollouts is None else f"the cheap part reaches {max_rollouts:,.0f} rollouts"
         raise IsosimError(f"{reach.note()}: {upto}, past where they stopped (give --max-rollouts {reach.common:.0f}, "
                           f"the budget every run reached, or {SHORT_ADVICE})")
-    return reach.note() if reach is not None else ""
+    if insp.altered:
+        raise IsosimError(f"{'; '.join(insp.altered)}: the curves are fitted to the records as written; fix those "
+                          "records (or move those runs out of the folder)")
+    return insp.note()
 
 
 def read_cheap_table(path: str | Path, *, max_rollouts: float, n_values: list[int] | None = None,

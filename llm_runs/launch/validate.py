@@ -295,7 +295,16 @@ def load_or_make_plan(out: str | Path, request: dict[str, Any], build: Callable[
     path = Path(out) / "plan.json"
     if path.is_file():
         try:
-            saved = ValidationPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IsosimError(f"{path}: unreadable plan ({type(exc).__name__}: {exc}); use another --out") from None
+        if not isinstance(doc, dict) or not {"request", "runs"} <= set(doc):
+            kind = ("the plan of an isosim explore sweep" if isinstance(doc, dict) and "cells" in doc
+                    else "no validation plan")
+            raise IsosimError(f"{out} holds another command's folder ({path.name} is {kind}, not a validation's): "
+                              "use another --out")
+        try:
+            saved = ValidationPlan.from_json(doc)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise IsosimError(f"{path}: unreadable plan ({type(exc).__name__}: {exc}); use another --out") from None
         if saved.request != request:
