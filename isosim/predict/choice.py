@@ -290,6 +290,8 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's);
     ``metric``: the records column read (default ``val_avg``; never a silent switch to another).
     Refused where the cheap part reaches less than ``MIN_CHEAP_SHARE`` of the budget."""
+    import pandas as pd
+
     from isosim.integrations import load_inspected
     from isosim.predict import from_runs
     from isosim.predict.partial import measured_n
