@@ -509,7 +509,7 @@ def plan(
     schedule: Optional[str] = typer.Option(None, help="a two-stage n schedule N1:SHARE,N2 (e.g. 8:0.5,32: n = 8 for the first half of C's rollouts, then 32): its two stages at C and the simulator's view of it against constant n"),
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
     lr: Optional[float] = typer.Option(None, "--lr", help="BASE learning rate: each run's lr at the reference batch of B_p x n = 1024 rollouts a step, scaled by --lr-rule (default 1e-6, TRL's default learning_rate)"),
-    lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 4-11 seed se below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
+    lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 3.1-7.7 se (of the difference of two seed means; best value up to C, value at C) below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/)"),
 ) -> None:
     """Plan the cheap isocompute sweep (every n, a small share of C) as TRL, verl or isosim runs:

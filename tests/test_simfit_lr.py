@@ -142,6 +142,16 @@ def test_the_partial_note_says_when_the_runs_rule_is_not_the_one_the_method_was_
     assert "sqrt rule" not in note({**base, "lr_rule": "sqrt"})
     said = note({**base, "lr_rule": "constant"})
     assert "constant rule is read by a decay" in said and "five of six" in said and "not the cheap leader" in said
-    # what the note says of the constant-lr sweep is its committed read-out's bar
-    bar = json.loads((ROOT / "studies/results/organism_hard_const/measured.json").read_text())["bar"]["rows"]
+    # what the note says of the constant-lr sweep is its committed read-out's bar, the gain over n = 8 in se of the
+    # difference of two seed means (tests/measured_helpers.py)
+    from measured_helpers import bar_gains, load
+
+    measured = load("organism_hard_const/measured.json")
+    bar = measured["bar"]["rows"]
     assert sum(r["goal"] and r["fixed_more_than_2se_behind"] for r in bar) == 5 and sum(not r["meets"] for r in bar) == 3
+    gains = [g for g in bar_gains(measured).values() if g > 0]
+    assert len(gains) == 5
+    said = " ".join(said.split())
+    assert (f"beat a fixed n = 8 by {min(gains):.1f}-{max(gains):.1f} se of the difference of two seed means in five "
+            "of six budget-readings") in said
+    assert "after n = 64's runs at its lr were on record" in said

@@ -269,8 +269,9 @@ def note(out: Mapping[str, Any]) -> str:
         txt += (f". Those sweeps trained at the sqrt rule; these runs' {out['lr_rule']} rule is read by a decay for the "
                 "walk a run takes beyond the sqrt rule, fitted to the cheap runs (isosim.predict.simfit_lr): a "
                 "mechanism chosen after one constant-lr sweep's cheap part. Its picks for that sweep, committed "
-                "before its runs, beat a fixed n = 8 by at least 2 seed se in five of six budget-readings, but not "
-                "the cheap leader at 5 % of C in three (docs/organism.md)")
+                "before its runs (after n = 64's runs at its lr were on record), beat a fixed n = 8 by 2.8-4.9 se of "
+                "the difference of two seed means in five of six budget-readings, but not the cheap leader at 5 % of "
+                "C in three (docs/organism.md)")
     if out["cheap_share"] > 2 * out["scored_share"]:
         txt += (f". The runs reach {out['cheap_share']:.1%} of C; the method was scored at "
                 f"{out['scored_share']:.1%} per measured n")
