@@ -400,3 +400,100 @@ def test_the_sqrt_rule_sweeps_predictions_are_scored_in_se_of_the_difference():
     assert f"Final reading at 1e6: n = 8 {n8:.1f} se, the cheap readers 0." in find
     assert all(x == 0 for label in ("frozen (sbi-band) @0.05", "cheap leader (level) @0.05")
                for x in mh.scored_in_se(SQRT, label, "final")[-1:])
+
+
+# ------------------------------------------------------------------------------------------------
+# the first organism's long sweeps (FINDINGS.md, docs/organism.md, against organism_long/measured.json)
+
+LONG = mh.load("organism_long/measured.json")
+LONG_FIND = between(FINDINGS, "## Long budgets: ten times the rollouts", "The learner search beyond")
+LONG_DOC = between(ORGANISM, "**hard-128 (measured).**", "**The search for a setting where the choice of n matters.**")
+
+
+def e(x: float) -> str:
+    """1.8e4, 2e6 (as the tables print a budget)."""
+    m, p = f"{x:.1e}".split("e")
+    return f"{m.removesuffix('.0')}e{int(p)}"
+
+
+def long_row(sweep: str, reading: str, budget: float = 2e6) -> dict:
+    return next(r for r in LONG[sweep]["readings"][reading]["n_star"] if r["budget"] == budget)
+
+
+def long_gap(sweep: str, reading: str, n: int) -> dict:
+    row = long_row(sweep, reading)
+    return mh.gap_in_se(row, row["n_star"], n, {int(k): len(LONG[sweep]["seeds"]) for k in row["mean"]})
+
+
+def numbers(text: str) -> list[str]:
+    return re.findall(r"(?<![\w.])\.?\d+(?:\.\d+)?(?:e\d+)?", text)
+
+
+def test_the_long_sweeps_table_is_the_read_outs():
+    rows = table(LONG_FIND, "| sweep | reading | n* at 2e5 |")
+    assert len(rows) == 6
+    for cells in rows:
+        sweep = f"{cells[0]}-long"
+        r = LONG[sweep]["readings"][cells[1]]
+        grid = [int(n) for n in LONG[sweep]["n_values"]]
+        for cell, row in zip(cells[2:6], r["n_star"], strict=True):
+            star, rest = cell.split(" ", 1)
+            assert int(star) == row["n_star"] and band(rest.strip("[]"), grid) == row["tie_band"], (sweep, cell)
+        assert cells[6] == e(r["in_tie_band_from"]) and cells[7] == e(r["crossing"]), (sweep, cells[1])
+        cl = r["cheap_leader"]
+        picks = " / ".join(str(p["pick"]) for p in cl["per_seed"])
+        assert cells[8].startswith(f"{picks}, regret "), cells[8]
+        # every number in the cell is the read-out's: a regret, that regret or the mean in se of the difference,
+        # the se of one seed mean, and (hard-1238) each n's peak
+        said = {v4(p["regret"]) for p in cl["per_seed"]} | {"0"} | {v4(long_row(sweep, cells[1])["seed_se"])}
+        said |= {f"{p['regret_in_se'] / math.sqrt(2):.1f}" for p in cl["per_seed"]}
+        said |= {f"{cl['mean_regret_in_se'] / math.sqrt(2):.1f}"}
+        said |= {v3(v["peak"]) for v in LONG[sweep]["plateaus"]["per_n"].values()} | set(map(str, grid))
+        rest = cells[8][len(picks):]
+        assert set(numbers(rest)) <= said, (sweep, cells[1], set(numbers(rest)) - said)
+    hard1238 = LONG["hard-1238-long"]["plateaus"]["per_n"]
+    assert "peaks " + "/".join(v3(hard1238[str(n)]["peak"]) for n in (2, 8, 32, 128)) + " (n 2/8/32/128)" in LONG_FIND
+
+
+def test_the_long_sweeps_prose_is_the_read_outs():
+    find, doc = flat(LONG_FIND), flat(LONG_DOC)
+    for sweep in ("hard-128-long", "hard-512-long"):
+        per_n = LONG[sweep]["plateaus"]["per_n"]
+        peaks = " / ".join(v3(per_n[str(n)]["peak"]) for n in (2, 8, 32, 128))
+        finals = " / ".join(v3(long_row(sweep, "final")["mean"][str(n)]) for n in (2, 8, 32, 128))
+        assert peaks in find and peaks in doc and finals in find and finals in doc, sweep
+        for steps in (50, 800):
+            at = next(m for m in LONG[sweep]["plateaus"]["matched_steps"] if m["steps"] == steps)
+            assert " / ".join(v3(at["mean"][str(n)]) for n in (2, 8, 32, 128)) in find, (sweep, steps)
+    # the plateaus table of docs/organism.md
+    rows = table(ORGANISM, "| update steps | hard-128: n = 2 / 8 / 32 / 128 |")
+    for cells in rows:
+        for cell, sweep in zip(cells[1:], ("hard-128-long", "hard-512-long"), strict=True):
+            at = next(m for m in LONG[sweep]["plateaus"]["matched_steps"] if m["steps"] == int(cells[0]))
+            assert cell == " / ".join(v3(at["mean"][str(n)]) for n in (2, 8, 32, 128)), (sweep, cells[0])
+    # the predictions' regrets at 2e6, in se of the difference of two seed means
+    n8, n2 = long_gap("hard-128-long", "best", 8), long_gap("hard-128-long", "best", 2)
+    n8f, n2f = long_gap("hard-128-long", "final", 8), long_gap("hard-128-long", "final", 2)
+    assert (f"n* 8 (best +{v3(n8['gap'])}, {n8['difference']:.1f} se; final +{v3(n8f['gap'])}), `isosim predict`'s scored "
+            f"n_tol 2 (best +{v3(n2['gap'])}, final +{v3(n2f['gap'])}, {n2f['difference']:.1f} se)") in find
+    assert (f"said n* 8 (best reading +{v3(n8['gap'])}, {n8['difference']:.1f} se; `isosim predict` scored by its n_tol, "
+            f"2, as the plane does: +{v3(n2['gap'])})") in doc
+    two, big = long_gap("hard-512-long", "best", 2), long_gap("hard-512-long", "best", 128)
+    fin = [v4(long_gap("hard-512-long", "final", n)["gap"]) for n in (2, 128, 8)]
+    assert (f"profile-only 2 (+{v4(two['gap'])}, {two['difference']:.1f} se), `isosim predict` 128 (+{v4(big['gap'])}, "
+            f"{big['difference']:.1f} se; its n_tol 2 +{v4(two['gap'])})") in find
+    assert f"final reading +{fin[0]}, +{fin[1]}, +{fin[2]}." in find
+    assert f"`isosim predict` n* 128 (+{v4(big['gap'])}, {big['difference']:.1f} se;" in doc
+    cl = LONG["hard-512-long"]["readings"]["best"]["cheap_leader"]
+    seed0 = cl["per_seed"][0]
+    assert seed0["pick"] == 2 and cl["per_seed"][1]["regret"] == 0
+    d0, dm = seed0["regret_in_se"] / math.sqrt(2), cl["mean_regret_in_se"] / math.sqrt(2)
+    assert (f"loses {v4(seed0['regret'])} ({d0:.1f} se of the difference) in the best reading, seed 1's picks 8 (0); "
+            f"the mean, {dm:.1f} such se ({cl['mean_regret_in_se']:.1f} se of one seed mean)") in find
+    assert f"(regret {v4(seed0['regret'])}, {d0:.1f} se, best reading) and 8 on seed 1 (0): mean {dm:.1f} se" in doc
+    assert f"| mean {dm:.1f} se ({d0:.1f} se on seed 0, 0 on seed 1) |" in ORGANISM
+    # the second organism's cheap leader in the search table
+    cl2 = SQRT["readings"]["best"]["cheap_leader"]
+    s1 = cl2["per_seed"][1]
+    assert (f"seed 0's cheap part {cl2['per_seed'][0]['pick']} (0), seed 1's {s1['pick']} ({v4(s1['regret'])}, "
+            f"{s1['regret_in_se'] / math.sqrt(2):.1f} se): mean {cl2['mean_regret_in_se'] / math.sqrt(2):.1f} se") in ORGANISM
