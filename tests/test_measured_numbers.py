@@ -497,3 +497,47 @@ def test_the_long_sweeps_prose_is_the_read_outs():
     s1 = cl2["per_seed"][1]
     assert (f"seed 0's cheap part {cl2['per_seed'][0]['pick']} (0), seed 1's {s1['pick']} ({v4(s1['regret'])}, "
             f"{s1['regret_in_se'] / math.sqrt(2):.1f} se): mean {cl2['mean_regret_in_se'] / math.sqrt(2):.1f} se") in ORGANISM
+
+
+# ------------------------------------------------------------------------------------------------
+# the first organism's set-size (F8) sweeps (FINDINGS.md, docs/organism.md, against organism_f8/measured.json)
+
+F8 = mh.load("organism_f8/measured.json")
+F8_SIZES = {"128": "hard-128", "256": "hard-256", "512": "hard-512", "1,238": "hard-1238-t06"}
+
+
+def n_sat(x: float) -> str:
+    """8.1, 32, and an interval's bound without a trailing .0 (2, 128)."""
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def bound(x: float) -> str:
+    return n_sat(x).removesuffix(".0")
+
+
+def test_the_f8_tables_are_the_read_outs():
+    def first_learning(s: dict) -> tuple[int, float]:
+        i = s["learning"].index(True)
+        return s["n_star"][i], s["budgets"][i]
+
+    find = {r[0]: r for r in table(FINDINGS, "| training problems | measured n* at 2e5 (tie band) |")}
+    doc = {r[0]: r for r in table(ORGANISM, "| sweep | n* at first learning budget | measured n* at 2e5 (tie band) |")}
+    assert set(find) == set(F8_SIZES) and set(doc) == set(F8_SIZES.values())
+    for size, key in F8_SIZES.items():
+        s = F8[key]
+        star, tol, hi = s["n_star"][-1], s["n_tol"][-1], s["n_tie_hi"][-1]
+        sat = f"{n_sat(s['n_sat'])} ({bound(s['n_sat_ci'][0])}-{bound(s['n_sat_ci'][1])}"
+        first, at = first_learning(s)
+        assert find[size][1] == f"{star} ({tol}-{hi}); first learning budget {first}"
+        assert find[size][2] == sat + ")"
+        cells = doc[key]
+        assert cells[1] == f"{first} ({at:.0f} rollouts)"
+        assert cells[2].replace("**", "") == f"{star} ({tol}-{hi})"
+        assert cells[3].replace("**", "").startswith(sat), (key, cells[3])
+        vals = " ".join(v3(s["final_val_avg"][str(n)]) for n in s["n_values"])
+        assert cells[-1].startswith(vals + " (noise "), (key, cells[-1])
+    doc_text = flat(ORGANISM)
+    for key in ("hard-1238-t06", "hard-256"):
+        s = F8[key]
+        assert f"n_sat {n_sat(s['n_sat'])} ({bound(s['n_sat_ci'][0])}-{bound(s['n_sat_ci'][1])})" in doc_text, key
+    assert f"(n_sat 128 against {n_sat(F8['hard-128']['n_sat'])})" in doc_text
