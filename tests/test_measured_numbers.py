@@ -541,3 +541,16 @@ def test_the_f8_tables_are_the_read_outs():
         s = F8[key]
         assert f"n_sat {n_sat(s['n_sat'])} ({bound(s['n_sat_ci'][0])}-{bound(s['n_sat_ci'][1])})" in doc_text, key
     assert f"(n_sat 128 against {n_sat(F8['hard-128']['n_sat'])})" in doc_text
+
+
+def test_the_allocation_check_is_the_read_outs():
+    alloc = mh.load("organism_allocation/measured.json")["settings"]
+    easy, hard = alloc["easy-n4"], alloc["hard-128-t06-n32"]
+    for s in (easy, hard):  # the se of the mean of the two seeds' paired gains
+        gains = [v["gain"] for v in s["per_seed"].values()]
+        assert s["se"] == pytest.approx(np.std(gains, ddof=1) / math.sqrt(len(gains)))
+    assert round(easy["se"], 3) == round(hard["se"], 3)
+    said = (f"predicted to gain +{v4(easy['predicted']['gain'])} (easy, n {easy['n']}) and +{v4(hard['predicted']['gain'])} "
+            f"(hard-128 at T 0.6, n {hard['n']}) at 2e5; measured over 2 seeds against the committed uniform runs: "
+            f"-{v3(-easy['gain'])} and -{v3(-hard['gain'])} (se of the mean paired gain {v3(easy['se'])} each)")
+    assert said in flat(FINDINGS), said
