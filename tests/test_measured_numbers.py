@@ -291,10 +291,13 @@ def test_the_decay_sd_table_is_the_replay_with_the_constant_patched(monkeypatch)
     rows = {r[0]: r for r in table(ORGANISM, "| `DECAY_SD` |")}
     committed = json.loads(study.OUT.read_text())[study.KEY]
     assert committed["decay_prior_sd"] == slr.DECAY_SD == 1.0
-    said = {}
+    said, decay_span = {}, {}
     for sd, label in ((0.5, "0.5"), (1.0, "1.0 (frozen)"), (2.0, "2.0")):
         monkeypatch.setattr(slr, "DECAY_SD", sd)
-        picks, _, _ = study.replay(study.SWEEP, bank, rule)
+        picks, detail, _ = study.replay(study.SWEEP, bank, rule)
+        decays = [d["theta"]["decay"] for d in detail]
+        assert len(decays) == 6
+        decay_span[sd] = f"{min(decays):.2f}-{max(decays):.2f}"
         if sd == 1.0:
             assert picks == committed["picks"]
         scored = mh.picks_scored(CONST, picks)
@@ -307,6 +310,8 @@ def test_the_decay_sd_table_is_the_replay_with_the_constant_patched(monkeypatch)
                 f"{sum(c['gain_in_se'] >= 2 for c in scored['cells'].values())} of 6", f"{sum(cells.values())} of 6"]
         assert rows[label] == want, (sd, rows[label], want)
         said[sd] = (n64, mean)
+    assert (f"the fitted decay smaller ({decay_span[0.5]} over the six fits at 0.5, {decay_span[1.0]} as frozen, "
+            f"{decay_span[2.0]} at 2.0)") in flat(ORGANISM)
     # the frozen width's regrets are the committed bar's; no width meets the bar in every cell
     assert said[1.0][1]["best"] == pytest.approx(np.mean([r["method"]["regret"] for r in CONST["bar"]["rows"][:3]]))
     find = flat(FINDINGS)
