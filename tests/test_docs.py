@@ -211,8 +211,8 @@ def test_what_is_validated_says_what_the_committed_results_say():
         got = [g["difference"] for (r, ru, _), g in gaps.items() if (r, ru) == (reading, rule)]
         return f"{min(got):.1f}-{max(got):.1f}"
 
-    said = (f"n = 8 trails the best by {span('best', 'constant')} se of a difference of seed means (final: "
-            f"{span('final', 'constant')}; sqrt rule {span('best', 'sqrt')}, {span('final', 'sqrt')}) at 1e5-1e6")
+    said = (f"n = 8 trails the best by {span('best', 'constant')} se of a difference of seed means (final "
+            f"{span('final', 'constant')}; sqrt rule {span('best', 'sqrt')} and {span('final', 'sqrt')}) at 1e5-1e6")
     assert said in body, said
     bar = const["bar"]["rows"]
     assert len(bar) == 6 and sum(r["goal"] for r in bar) == 5 and sum(not r["meets"] for r in bar) == 3
