@@ -151,9 +151,15 @@ NOTES = {
     ("organism_const8/prediction_cheap.json", "organism-hard-256-const8"): (
         "the cheap readers as frozen (sbi-band, level), from the cheap part alone (studies/LOG.md, 2026-12-07)"),
     ("organism_hard_const/prediction_simfit_lr.json", "organism-hard-128-const"): (
-        "the method reads each seed's n = 8 run to 5 % of C only, but its mechanism (a decay for the walk beyond "
-        "the sqrt rule) was chosen after the cheap part of every n (to 5e4) and the constant-lr pilot had been "
-        "seen; committed before any record past 5e4 existed (studies/LOG.md, 2026-12-06, fourth session)"),
+        "prospective for this folder's records only (committed before any of them past 5e4 existed; studies/LOG.md, "
+        "2026-12-06, fourth session), not blind: n = 64's whole trajectory at this lr (3e-4) to 1e6 was committed "
+        "before the method, in the sqrt-rule sweep (c9d3d38, organism_hard/hard-128: at B = 1024 both rules give "
+        "3e-4; the same seeds, every evaluation equal to this folder's), and the constant-lr pilot (748744e, "
+        "organism_hard/pilot_constant_lr/) held n = 4 to 1e5 and n = 64 to 2e5 at this lr, both seeds (equal to "
+        "this folder's at every step both evaluate). The method reads each seed's n = 8 run to 5 % of C only, but "
+        "its mechanism (a decay for the walk beyond the sqrt rule) and its prior width (DECAY_SD 1.0) were chosen "
+        "after the cheap part of every n (to 5e4) and that pilot had been seen; it picks 64 in 9 of its 12 "
+        "per-seed picks, 8 in the other 3"),
     ("organism_f8/prediction.json", "hard-128"): (
         "not blind: the pilot (LOG table in 94768c1, records in 6bb1e87, studies/results/organism/pilot_f8/) "
         "ran seed 0 of n = 2, 8, 32, 128 on this setting to 1e5 rollouts and chose the setting; its values "

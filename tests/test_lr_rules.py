@@ -119,6 +119,13 @@ def test_plan_help_names_the_rule_and_why(monkeypatch, capsys):
     code, out, _ = run(monkeypatch, capsys, "plan", "--help")
     text = " ".join(out.split())
     assert "--lr-rule" in text and "n = 2 collapse" in text and "sqrt(B_p x n / 1024)" in text
+    # n = 8's gap to the best n at 1e6 at one lr, both readings, in se of the difference of two seed means: the
+    # committed read-out's (tests/measured_helpers.py)
+    from measured_helpers import load, rule_gaps
+
+    gaps = rule_gaps(load("organism_hard_const/measured.json"))
+    lo, hi = sorted(gaps[(reading, "constant", 1e6)]["difference"] for reading in ("best", "final"))
+    assert f"left n = 8 {lo:.1f}-{hi:.1f} se (of the difference of two seed means;" in text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,14 +143,21 @@ def test_recommend_runs_reports_each_runs_lr_and_the_constant_rules_record(monke
     assert "the runs' lr rule: constant (one lr, 0.0003, for every n)" in out
     text = " ".join(out.split())
     assert "made n = 2 collapse (to .001)" in text and "n = 8 ended at .099 against n = 256's .195" in text
-    # the numbers are the committed read-out's (value at 1e6 rollouts, seed means; n = 8's regret in seed se)
-    m = json.loads((ROOT / "studies/results/organism_hard_const/measured.json").read_text())["rules"]
+    # the numbers are the committed read-out's (value at 1e6 rollouts, seed means; n = 8's regret in se of the
+    # difference of two seed means)
+    from measured_helpers import load, rule_gaps
+
+    measured = load("organism_hard_const/measured.json")
+    m = measured["rules"]
     at = {(r["rule"], reading): r for reading in ("best", "final") for r in m[reading] if r["budget"] == 1e6}
     fin = at[("constant", "final")]
     assert (round(fin["mean"]["2"], 3), round(fin["mean"]["8"], 3), round(fin["mean"]["256"], 3), fin["best"]) == \
         (0.001, 0.099, 0.195, 256)
-    assert (round(fin["fixed_regret_in_se"], 1), round(at[("constant", "best")]["fixed_regret_in_se"], 1),
-            round(at[("sqrt", "best")]["fixed_regret_in_se"], 1)) == (10.9, 4.4, 1.4)
+    gaps = rule_gaps(measured)
+    said = (f"({gaps[('final', 'constant', 1e6)]['difference']:.1f} se behind, in se of the difference of two seed "
+            f"means; {gaps[('best', 'constant', 1e6)]['difference']:.1f} by its best value), while the sqrt rule gave a "
+            f"flat top (n = 8 within {gaps[('best', 'sqrt', 1e6)]['difference']:.1f} such se of the best by its best value)")
+    assert said in text, said
 
 
 def test_recommend_runs_infers_the_sqrt_rule_and_gives_the_pick_its_lr(monkeypatch, capsys):

@@ -134,14 +134,22 @@ def test_the_two_rules_compared_recompute_and_show_the_lr_n_interaction():
     assert m["constant"]["64"] == m["sqrt"]["64"]
 
 
-def test_the_partial_note_says_when_the_runs_rule_is_not_the_one_the_method_was_scored_at():
-    from isosim.predict.partial import note
+def test_the_partial_note_says_when_the_runs_lr_is_not_the_calibrations():
+    """recommend --runs --profile reads each run's lr (isosim.predict.lr_read): the note names the n whose
+    lr departs from what the calibration gives them, or says that no lr was found; the 07a27e7 method's
+    record on the constant-lr sweep is in docs/organism.md (tests/test_measured_numbers.py)."""
+    from isosim.predict.partial import LR_EVERY, LR_ONE, note
 
-    base = {"measured": {"8": 5e4}, "simulated": [2, 4], "scores_nine_sweeps": None, "frozen": True,
-            "cheap_share": 0.05, "scored_share": 0.05}
-    assert "sqrt rule" not in note({**base, "lr_rule": "sqrt"})
-    said = note({**base, "lr_rule": "constant"})
-    assert "constant rule is read by a decay" in said and "five of six" in said and "not the cheap leader" in said
-    # what the note says of the constant-lr sweep is its committed read-out's bar
-    bar = json.loads((ROOT / "studies/results/organism_hard_const/measured.json").read_text())["bar"]["rows"]
-    assert sum(r["goal"] and r["fixed_more_than_2se_behind"] for r in bar) == 5 and sum(not r["meets"] for r in bar) == 3
+    base = {"measured": {"8": 5e4}, "simulated": [2, 4], "scores_nine_sweeps": None, "frozen": False,
+            "cheap_share": 0.05, "scored_share": 0.05, "method": LR_ONE}
+    said = note({**base, "lr_read": {"rho": None}})
+    assert "No run's lr was found" in said
+    off = {"rho": {"2": 2.0, "8": 1.0, "32": 0.5}, "at_calibration": False,
+           "anchor": {"lr": 1e-6, "batch": 128.0, "from": "--lr-tuned-at 8"}}
+    said = note({**base, "lr_read": off})
+    assert "departs from what the calibration gives each n" in said and "n = 2: x2" in said and "n = 32: x0.5" in said
+    assert "n = 8: x" not in said and "--lr-tuned-at 8" in said
+    said = note({**base, "method": LR_EVERY, "measured": {"2": 5e4, "8": 5e4, "32": 5e4}, "lr_read": off})
+    assert "cannot see a small n fall later" in said
+    at = {**off, "rho": {"2": 1.0, "8": 1.0}, "at_calibration": True}
+    assert "read as the frozen method on one n" in note({**base, "lr_read": at})

@@ -39,8 +39,8 @@ MEASURED = ("on the measured learners the sqrt rule gave a flat top (a fixed n =
             "rollouts: n = 2 collapsed to .001, n = 8 ended at .099 against n = 256's .195)")
 CONSTANT_ON_MEASURED = ("on the measured learner, one lr for every n (organism-hard-128 at lr 3e-4, to 1e6 rollouts) made "
                         "n = 2 collapse (to .001) and small n peak early and fall: n = 8 ended at .099 against n = 256's "
-                        ".195 (10.9 seed se behind; 4.4 se by its best value), while the sqrt rule gave a flat top (n = 8 "
-                        "within 1.4 se of the best)")
+                        ".195 (7.7 se behind, in se of the difference of two seed means; 3.1 by its best value), while "
+                        "the sqrt rule gave a flat top (n = 8 within 1.0 such se of the best by its best value)")
 
 
 def lr_for(n: int, b_p: int, base: float, rule: str = DEFAULT_RULE, ref_batch: float = LR_REF_BATCH) -> float:

@@ -88,3 +88,22 @@ def regret(truth: Mapping[str, Any], chosen: int) -> dict[str, Any]:
     se = truth["seed_se"]
     return {"reading": truth["reading"], "regret": float(r), "seed_se": float(se),
             "within_2se": bool(r <= 2 * se + 1e-12), "in_tie_band": int(chosen) in truth["tie_band"]}
+
+
+def difference_se(runs: Mapping[int, Mapping[int, Curve]], budget: float, weights: Mapping[int, float],
+                  reading: str = HEADLINE) -> dict[str, Any]:
+    """A sum of seed means, ``sum_n weights[n] x mean_n`` at ``budget`` in ``reading`` (a gap
+    between two n: weights +1 and -1), with its standard error: each seed mean's se is the seed
+    spread pooled over n (:func:`truth_at`'s) over the root of that n's own number of seeds, and the
+    seed means are independent, so the se is sqrt(sum_n weights[n]^2 se_n^2). A gap between two n
+    of as many seeds has sqrt(2) times the se of one seed mean. ``in_se``: the sum over that se."""
+    truth = truth_at(runs, budget, reading)
+    counts = {int(n): int(np.isfinite([value_at(c, budget, reading) for c in seeds.values()]).sum())
+              for n, seeds in runs.items()}
+    missing = [int(n) for n in weights if not counts.get(int(n))]
+    if missing:
+        raise IsosimError(f"no run of n = {missing} reaches {budget:.0f} rollouts")
+    value = float(sum(w * truth["mean"][str(int(n))] for n, w in weights.items()))
+    se = float(truth["seed_sd"] * math.sqrt(sum(w * w / counts[int(n)] for n, w in weights.items())))
+    return {"budget": float(budget), "reading": reading, "value": value, "se": se,
+            "seed_se": float(truth["seed_se"]), "in_se": value / se if se > 0 else float("nan")}
