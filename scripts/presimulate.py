@@ -50,7 +50,7 @@ def main() -> None:
     if args.work is not None:
         os.environ["ISOSIM_CACHE"] = str(args.work.resolve())
 
-    from isosim.predict import bank
+    from isosim.predict import bank, recommend
     from isosim.predict.recommend import PRESIMULATED, PRESIMULATED_PRESETS, SIM_BUDGET_CAP, cache_dir, sweep_plan
 
     work = cache_dir()
@@ -87,7 +87,7 @@ def main() -> None:
     for preset in bank.PRESETS:  # 2. the bank
         entries = []
         for budget in bank.BUDGETS:
-            entries.append(bank.build_entry(preset, budget))
+            entries.append(recommend.bank_entry(preset, budget))
             n, b_p = entries[-1]["pick"]
             print(f"bank {preset} {budget:g}: n {n} B_p {b_p}", flush=True)
         out = bank.write(preset, entries)

@@ -21,8 +21,9 @@ CHEAP = (1e4, 2e4)
 """grid budgets whose sweeps take seconds: re-simulated here"""
 BETWEEN = (1.4e4, 3e4)
 """budgets between two grid budgets, cheap to simulate fresh"""
-EXACT_TOL = 1e-9
-"""cells agree to round-off below 1e6 rollouts (see tests/test_presimulated.py)"""
+EXACT_TOL = 1e-6
+"""cells agree to round-off below 1e6 rollouts (see tests/test_presimulated.py): 2.2e-8 at most between this
+machine's AVX-512 and its default (SSE4) kind at 1e4 on easy"""
 EDGE_SE = 0.5
 """a cell the bank and a fresh simulation disagree on lies within this many se of the band's edge (measured
 at most 0.27 se where the se is not tiny)"""
@@ -57,7 +58,7 @@ def test_a_grid_budget_reads_what_a_fresh_simulation_answers(preset, cold):
     equal to the one recommend simulates (but for where it says it came from)."""
     shipped = {e["budget"]: e for e in bank.load(preset)["entries"]}
     for budget in CHEAP:
-        fresh = bank.build_entry(preset, budget)
+        fresh = rec.bank_entry(preset, budget)
         a, b = bank.decode_read(shipped[budget]["read"]), bank.decode_read(fresh["read"])
         assert a["cells"].keys() == b["cells"].keys()
         assert max(abs(a["cells"][c] - b["cells"][c]) for c in a["cells"]) < EXACT_TOL

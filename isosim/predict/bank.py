@@ -190,21 +190,6 @@ def seed_store(plan_id: str, out_dir: str | Path, folder: Path | None = None) ->
     return True
 
 
-def build_entry(preset: str, budget: float) -> dict[str, Any]:
-    """One bank entry, computed as recommend computes it: the sweep to ``budget`` (simulated into the
-    cache, or read from it), its read, and the recommendation's pick and allocation advice."""
-    from isosim.predict import choice
-    from isosim.predict.recommend import cache_dir, recommend, sweep_plan
-    from isosim.sweeps import sweep
-
-    plan, _ = sweep_plan(budget, preset=preset)
-    r = recommend(budget, preset=preset, bank=False)
-    read = choice.read_grid(sweep.load_store(cache_dir() / plan.plan_id)[1], METRIC, N_BOOT)
-    return {"budget": float(budget), "preset": preset, "plan_id": plan.plan_id,
-            "sim_budget": max(c.budget for c in plan.cells), "pick": [r.n, r.b_p],
-            "allocation_n": r.n, "allocation_b_p": r.b_p, "allocation": r.allocation, "read": encode_read(read)}
-
-
 def write(preset: str, entries: list[dict[str, Any]], folder: Path | None = None) -> Path:
     """Write a preset's bank (gzip with no timestamp: the same entries give the same bytes)."""
     from isosim.files import dumps_json

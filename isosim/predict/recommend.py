@@ -543,3 +543,18 @@ def certainty_lines(r: Recommendation) -> list[str]:
     lines.extend(advice_lines(r.allocation))
     lines.append(r.bank or f"simulated sweep in {r.sweep_dir}")
     return lines
+
+
+def bank_entry(preset: str, budget: float) -> dict[str, Any]:
+    """One entry of a preset's answer bank (:mod:`isosim.predict.bank`), computed as :func:`recommend`
+    computes it: the sweep to ``budget`` (simulated into the cache, or read from it), its read, and the
+    recommendation's pick and allocation advice."""
+    from isosim.predict import bank
+    from isosim.sweeps import sweep
+
+    plan, _ = sweep_plan(budget, preset=preset)
+    r = recommend(budget, preset=preset, bank=False)
+    read = choice.read_grid(sweep.load_store(cache_dir() / plan.plan_id)[1], bank.METRIC, bank.N_BOOT)
+    return {"budget": float(budget), "preset": preset, "plan_id": plan.plan_id,
+            "sim_budget": max(c.budget for c in plan.cells), "pick": [r.n, r.b_p],
+            "allocation_n": r.n, "allocation_b_p": r.b_p, "allocation": r.allocation, "read": bank.encode_read(read)}
