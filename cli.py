@@ -300,7 +300,7 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
 
     r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets, metric=metric)
     r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
-    r["lr_read"] = partial.direct_lr_note(runs, budget, maps, sets, lr_tuned_at)
+    r["lr_read"] = partial.direct_lr_note(runs, budget, maps, sets, lr_tuned_at, r["metric"])
     if as_json:
         typer.echo(dumps_json(r))
         return r

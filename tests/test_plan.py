@@ -21,8 +21,10 @@ VERL_KEYS = {line for line in (ROOT / "tests" / "fixtures" / "verl_0.9.1_ppo_tra
 
 
 def isosim(*args, cwd=None):
+    """The command in a child process, from ``cwd`` (the repository's cli.py on its path wherever it runs)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd or ROOT)
+                          capture_output=True, text=True, cwd=cwd or ROOT, env=env)
 
 
 def check_trl_arithmetic(s: dict, n: int, b_p: int, hw: P.Hardware) -> None:

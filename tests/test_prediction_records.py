@@ -65,6 +65,7 @@ def test_every_sweep_and_prediction_file_is_in_a_manifest():
                                                   *(ROOT / "studies/results/organism_long").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_hard").glob("prediction*.json"),
                                                   *(ROOT / "studies/results/organism_hard_const").glob("prediction*.json"),
+                                                  *(ROOT / "studies/results/organism_const8").glob("prediction*.json"),
                                                   *(ROOT / "studies/results").glob("organism_prediction*.json")]}
     assert named == on_disk
 

@@ -440,7 +440,7 @@ def lines(r: Mapping[str, Any]) -> list[str]:
 
 
 def direct_lr_note(path: str | Path, budget: float, maps: Sequence[str] = (), sets: Sequence[str] = (),
-                   lr_tuned_at: int | None = None) -> dict[str, Any] | None:
+                   lr_tuned_at: int | None = None, metric: str | None = None) -> dict[str, Any] | None:
     """For ``recommend --runs`` without ``--profile``: where the runs' lr departs from what the
     calibration gives each n, why the direct reading of the cheap part can differ from the model's
     (``--profile``), in one line; None where every run is at the calibration or no lr is found."""
@@ -448,9 +448,10 @@ def direct_lr_note(path: str | Path, budget: float, maps: Sequence[str] = (), se
     from isosim.predict.from_runs import cheap_curves
 
     path = Path(path)
-    df, _, _ = load_competing_runs(path, maps=maps, sets=sets)
-    _, b_p, _ = cheap_curves(df, default_metric(df))
-    ns = measured_n(df, default_metric(df))
+    df, _, _ = load_competing_runs(path, metric, maps=maps, sets=sets)
+    metric = metric or default_metric(df)
+    _, b_p, _ = cheap_curves(df, metric)
+    ns = measured_n(df, metric)
     rule, _ = lr_rule_of(path, df, b_p)
     lrs, _ = runs_lrs(path, df, ns, b_p, rule)
     if not lrs:
