@@ -163,6 +163,7 @@ TUNED_AT_DEFAULT = 8
 def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
     """(lr, batch) where a plan's request says its lr was set (``isosim plan --lr [--lr-tuned-at N]``)."""
     from isosim.integrations import plan_files
+    from isosim.integrations.lr import LR_REF_BATCH
 
     plan = plan_files.find_plan(Path(path)) if Path(path).exists() else None
     if plan is None:
@@ -174,7 +175,6 @@ def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
     if req.get("lr") is None:
         return None
     tuned = req.get("lr_tuned_at")
-    from isosim.integrations.lr import LR_REF_BATCH
     return float(req["lr"]), float(b_p * int(tuned) if tuned else LR_REF_BATCH)
 
 
@@ -300,10 +300,7 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
     anchor = anchor_of(path, lrs, b_p, lr_tuned_at) if lrs else None
     rho = lrr.rhos(lrs, b_p, anchor) if lrs else None
     calibrated = rho is None or lrr.at_calibration(rho)
-    if not calibrated or len(runs) > 2:
-        setting = sff.user_setting({8: {}}, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
-    else:
-        setting = sff.user_setting(runs, b_p, setting["n_train"], setting["n_val"], setting["warmup"])
+    setting = sff.user_setting(b_p, setting["n_train"], setting["n_val"], setting["warmup"])
     t0 = time.perf_counter()
     bank = bank_for(profile, setting, sorted(set(grid) | set(runs)), budget)
     if calibrated and len(runs) <= 2:

@@ -141,15 +141,9 @@ def bank_of(sweep: str) -> dict[str, Any] | None:
     return bank
 
 
-def user_setting(runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]], b_p: int, n_train: int, n_val: int,
-                 warmup: int) -> dict[str, Any]:
+def user_setting(b_p: int, n_train: int, n_val: int, warmup: int) -> dict[str, Any]:
     """The setting a bank is simulated on for a user's cheap runs (checked here, simulated by
     :func:`user_bank`)."""
-    if not runs:
-        raise IsosimError("no cheap runs to calibrate on")
-    if len(runs) > 2:
-        raise IsosimError(f"the calibrated simulator takes one or two measured n, got {len(runs)} "
-                          f"(n = {', '.join(map(str, sorted(runs)))}): with three or more, recommend --runs reads them directly")
     for what, v in (("B_p", b_p), ("training-set size", n_train), ("validation-set size", n_val)):
         if v < 1:
             raise IsosimError(f"the cheap runs' {what} must be positive, got {v}")
@@ -181,6 +175,11 @@ def user_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[
     :mod:`isosim.predict.simfit_lr` (under the sqrt rule, the method as frozen)."""
     from isosim.predict import simfit_lr as slr
 
+    if not runs:
+        raise IsosimError("no cheap runs to calibrate on")
+    if len(runs) > 2:
+        raise IsosimError(f"the calibrated simulator takes one or two measured n, got {len(runs)} "
+                          f"(n = {', '.join(map(str, sorted(runs)))}): every n is read by isosim.predict.lr_read")
     doc = frozen()
     label = FROZEN if len(runs) == 1 else TWO_RUNS
     spec = CALIBRATIONS[label]
