@@ -292,7 +292,7 @@ def test_the_committed_read_out_is_the_records(key):
     assert not doc["partial"] and committed["sweep"] == key
     if key == hm.SWEEP:
         assert committed["readings"]["best"]["slope"]["n_star"] == [32] * 5
-    for part in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p", "rules", "bar"):
+    for part in ("readings", "predictions", "budgets", "n_values", "seeds", "b_p", "rules", "bar", "lr_read_bar"):
         assert (part in committed) == (part in doc), part
         if part in doc:
             assert_same_json(committed[part], doc[part], part, rel=1e-9, abs=1e-12)
@@ -377,3 +377,58 @@ def test_each_sweep_names_its_runs_manifest_and_read_out():
     assert {int(n): s for n, s in entry["cheap_runs"].items()} == hm.LR_AWARE_CHEAP  # the bar's overhead
     assert hm.lr_rule_of(hm.SWEEPS[hm.SWEEP]["runs"]) == "sqrt"
     assert hm.lr_rule_of(hm.SWEEPS["organism-hard-128-const"]["runs"]) == "constant"
+
+
+def test_the_lr_read_bar_scores_each_form_pooled_and_per_seed_against_n_8_and_the_difference_se(tmp_path):
+    """An lr-read entry (per form: each seed's picks and both seeds pooled) on a sweep whose best n is
+    8, 16, 32 at 1e5, 3e5, 1e6: a form that picks the best meets the bar; one that keeps n = 8 ties
+    n = 8 but is within 1 se of the difference only where 8 is best; one that picks past the best at
+    1e5 does worse than n = 8 there."""
+    budgets = [1e5, 3e5, 1e6]
+    right, eight, late = [8, 16, 32], [8, 8, 8], [16, 16, 32]
+    entry = {"method": "lr-read", "budgets": budgets, "share": 0.05,
+             "picks": {"lr-read one n": {r: {"seed 0": eight, "seed 1": eight} for r in ("best", "final")},
+                       "lr-read every n": {r: {"seed 0": right, "seed 1": late} for r in ("best", "final")},
+                       "07a27e7": {r: {"seed 0": late, "seed 1": late} for r in ("best", "final")},
+                       "cheap leader @5%": {r: {"seed 0": right, "seed 1": right} for r in ("best", "final")}},
+             "pooled_seeds_picks": {"lr-read one n": {r: eight for r in ("best", "final")},
+                                    "lr-read every n": {r: right for r in ("best", "final")},
+                                    "07a27e7": {r: late for r in ("best", "final")},
+                                    "cheap leader @5%": {r: right for r in ("best", "final")}}}
+    man = _manifest(tmp_path, {"l.json": ("lr-read", entry)})
+    doc = hm.build(_write(tmp_path / "runs", _rising), manifest=man, sweep="sweep-x", n_boot=100, root=tmp_path)
+    assert len(doc["predictions"]["scored"]) == 4 * 2 * 3 * 3  # forms x readings x budgets x (two seeds, pooled)
+    bar = doc["lr_read_bar"]
+    s = bar["summary"]
+    assert s["lr-read every n"]["pooled"] == {"cells": 6, "no_higher_than_fixed": 6, "within_1se": 6,
+                                             "mean_regret": pytest.approx(0.0, abs=1e-9), "meets": True}
+    # per seed: seed 1 picks 16 at 1e5 (0.1 behind, where n = 8 is best), so the seed mean trails n = 8 there
+    assert s["lr-read every n"]["seeds"]["no_higher_than_fixed"] == 4 and not s["lr-read every n"]["seeds"]["meets"]
+    assert s["lr-read one n"]["pooled"]["no_higher_than_fixed"] == 6 and s["lr-read one n"]["pooled"]["within_1se"] == 2
+    assert not s["lr-read one n"]["pooled"]["meets"]
+    assert s["07a27e7"]["pooled"]["no_higher_than_fixed"] == 4 and s["07a27e7"]["pooled"]["within_1se"] == 4
+    assert s["cheap leader @5%"]["seeds"]["meets"]
+    cell = next(c for c in bar["rows"] if c["form"] == "lr-read one n" and c["version"] == "pooled"
+                and c["reading"] == "best" and c["budget"] == 1e6)
+    # 0.2 behind (two octaves from 32); two seeds a side, seed sd EPS sqrt 2: the difference's se is sqrt 2 EPS
+    assert cell["regret"] == pytest.approx(0.2, abs=1e-9)
+    assert cell["difference_se"] == pytest.approx(math.sqrt(2) * EPS, rel=1e-6)
+    assert cell["regret_in_difference_se"] == pytest.approx(0.2 / (math.sqrt(2) * EPS), rel=1e-6)
+    assert cell["n = 8 regret"] == pytest.approx(0.2, abs=1e-9) and cell["no_higher_than_fixed"] and not cell["within_1se"]
+
+
+def test_the_one_lr_for_n_8_sweeps_predictions_are_read_whole_and_wait_for_its_records():
+    """Its manifest's entries (the cheap readers; the lr-read forms, 07a27e7 and the cheap leader per
+    seed and pooled), each checked against its hash; on the committed cheap part (every run to 5e4)
+    every pick is at a budget not reached yet."""
+    key = "organism-hard-256-const8"
+    preset = hm.SWEEPS[key]
+    picks = hm.committed_predictions(preset["manifest"], key)
+    lr = [p for p in picks if p["reads"] == "lr-read"]
+    assert len(lr) == 4 * 2 * 3 * 3 and {p["budget"] for p in picks} == {1e5, 3e5, 1e6}
+    assert {p["label"].split(" (")[0] for p in lr} == set(hm.LR_READ_FORMS + hm.LR_READ_BESIDE)
+    doc = hm.build(preset["runs"], budgets=(1e4, 3e4, 1e5), partial=True, manifest=preset["manifest"], sweep=key,
+                   n_boot=100)
+    assert doc["partial"] and doc["budgets"] == [1e4, 3e4]
+    assert doc["predictions"]["scored"] == [] and len(doc["predictions"]["not_reached"]) == len(picks)
+    assert "lr_read_bar" not in doc

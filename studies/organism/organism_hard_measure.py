@@ -24,7 +24,15 @@ n = 2..256, B_p 16, seeds 0 and 1, 1e6 rollouts a run), in both readings
 
     python studies/organism/organism_hard_measure.py                 # every run at 1e6: the committed file
     python studies/organism/organism_hard_measure.py --sweep organism-hard-128-const   # the constant-lr sweep
+    python studies/organism/organism_hard_measure.py --sweep organism-hard-256-const8  # one lr for every n, n = 8's
     python studies/organism/organism_hard_measure.py --partial --out /tmp/partial.json   # runs still training
+
+For the first organism's sweep at one lr for every n, set where it suits n = 8
+(``organism-hard-256-const8``), the read-out adds the lr-read model's bar (:func:`lr_acceptance`):
+each of its two forms, frozen before the sweep's records past 5e4, against a fixed n = 8 and the
+se of the difference from hindsight in the six budget-readings, with the 07a27e7 method and the
+cheap leader at 5 % of C scored beside them; pooled seeds (``recommend --runs``'s answer) and each
+seed's own pick.
 
 Without ``--partial`` it refuses (one line, exit 2) while any run is short of the largest budget.
 With it, the output goes only to the ``--out`` named (never a committed read-out, never under
@@ -59,10 +67,14 @@ COMMITTED = RESULTS / "measured.json"
 MANIFEST = RESULTS / "manifest.json"
 SWEEP = "organism-hard-128"
 CONST = STUDIES / "organism_hard_const"
+CONST8 = STUDIES / "organism_const8"
 SWEEPS = {SWEEP: {"runs": RESULTS / "hard-128", "manifest": MANIFEST, "out": COMMITTED, "against": None},
           "organism-hard-128-const": {"runs": CONST / "hard-128", "manifest": CONST / "manifest.json",
-                                      "out": CONST / "measured.json", "against": RESULTS / "hard-128"}}
-"""each sweep's key -> its runs, manifest, committed read-out and the sweep it is set against"""
+                                      "out": CONST / "measured.json", "against": RESULTS / "hard-128"},
+          "organism-hard-256-const8": {"runs": CONST8 / "hard-256", "manifest": CONST8 / "manifest.json",
+                                       "out": CONST8 / "measured.json", "against": None}}
+"""each sweep's key -> its runs, manifest, committed read-out and the sweep it is set against (the one-lr-for-n = 8
+sweep has none: no other rule was run on its problems)"""
 BUDGETS = (1e4, 3e4, 1e5, 3e5, 1e6)
 TABLE_BUDGETS = (1e5, 3e5, 1e6)
 """the budgets of the rule table and of the bar (those the predictions were committed at)"""
@@ -137,6 +149,12 @@ def picks_of(entry: Mapping[str, Any], reads: str) -> list[dict[str, Any]]:
         for label, per in entry["picks"].items():
             for reading in rd.READINGS:
                 add(f"{label} @{entry['share']:g}", reading, entry["budgets"], per[reading])
+    elif reads == "lr-read":  # every form of the lr-read prediction, per seed and with both seeds pooled
+        for form, per in entry["picks"].items():
+            for reading in rd.READINGS:
+                for seed, ns in sorted(per[reading].items()):
+                    add(f"{form} ({seed})", reading, entry["budgets"], ns)
+                add(f"{form} (both seeds pooled)", reading, entry["budgets"], entry["pooled_seeds_picks"][form][reading])
     elif reads == "simfit":
         for reading in rd.READINGS:
             for seed, ns in sorted(entry["picks"][reading].items()):
@@ -284,6 +302,72 @@ def bar(scored: Sequence[Mapping[str, Any]], budgets: Sequence[float] = TABLE_BU
             "goal_everywhere": bool(rows) and all(r["goal"] for r in rows)}
 
 
+LR_READ_FORMS = ("lr-read one n", "lr-read every n")
+"""the lr-read model's two forms, frozen before the one-lr-for-n = 8 sweep's records past 5e4"""
+LR_READ_BESIDE = ("07a27e7", "cheap leader @5%")
+"""scored beside them: the method frozen at 07a27e7 and the cheap leader at 5 % of C"""
+FIXED_N = 8
+
+
+def _gap_se(runs: Mapping[int, Mapping[int, rd.Curve]], budget: float, reading: str, best: int, pick: int) -> float:
+    """The se of the difference of two n's seed means (:func:`isosim.validation.readings.difference_se`);
+    for the best n against itself, that of two seed means of its own number of seeds."""
+    if int(pick) == int(best):
+        return float(rd.difference_se(runs, budget, {int(best): 1.0}, reading)["se"] * math.sqrt(2.0))
+    return float(rd.difference_se(runs, budget, {int(best): 1.0, int(pick): -1.0}, reading)["se"])
+
+
+def lr_acceptance(runs: Mapping[int, Mapping[int, rd.Curve]], scored: Sequence[Mapping[str, Any]],
+                  budgets: Sequence[float] = TABLE_BUDGETS, forms: Sequence[str] = LR_READ_FORMS + LR_READ_BESIDE,
+                  fixed: int = FIXED_N) -> dict[str, Any]:
+    """The bar of the lr-read model on the sweep it was frozen for, in every budget-reading (the
+    budgets x the two readings): each form's regret against a fixed n = ``fixed``'s, and against
+    the se of the difference between the best n's seed mean and the pick's (a gap between two n).
+
+    Two versions of each form are read: ``pooled``, the pick from both seeds' cheap runs in one fit
+    (what ``recommend --runs`` answers given the sweep's runs: the primary one), and ``seeds``, the
+    mean regret of each seed's own pick (as the plane scores a replay). A version *meets* the bar
+    when its regret is no higher than the fixed n's in every budget-reading and within 1 se of the
+    difference of hindsight in all but at most one."""
+    rows, summary = [], {}
+    for form in forms:
+        for version in ("pooled", "seeds"):
+            cells = []
+            for reading in rd.READINGS:
+                for b in budgets:
+                    at = [x for x in scored if x["reading"] == reading and x["budget"] == float(b)]
+                    mine = [x for x in at if x["label"] == f"{form} (both seeds pooled)"] if version == "pooled" else \
+                        [x for x in at if x["label"].startswith(f"{form} (seed ")]
+                    if not mine:
+                        continue
+                    truth = rd.truth_at(runs, float(b), reading)
+                    best = int(truth["best"])
+                    reg = float(np.mean([x["regret"] for x in mine]))
+                    se = float(np.mean([_gap_se(runs, float(b), reading, best, x["pick"]) for x in mine]))
+                    ref = rd.regret(truth, fixed)["regret"]
+                    ref_se = _gap_se(runs, float(b), reading, best, fixed)
+                    cell = {"form": form, "version": version, "reading": reading, "budget": float(b), "best_n": best,
+                            "picks": [int(x["pick"]) for x in mine], "regret": reg, "difference_se": se,
+                            "regret_in_difference_se": reg / se if se > 0 else math.nan,
+                            f"n = {fixed} regret": float(ref), f"n = {fixed} regret_in_difference_se":
+                                float(ref / ref_se) if ref_se > 0 else math.nan,
+                            "no_higher_than_fixed": bool(reg <= ref + 1e-12), "within_1se": bool(reg <= se + 1e-12)}
+                    cells.append(cell)
+            if not cells:
+                continue
+            rows.extend(cells)
+            k = len(cells)
+            no_higher = sum(c["no_higher_than_fixed"] for c in cells)
+            within = sum(c["within_1se"] for c in cells)
+            summary.setdefault(form, {})[version] = {
+                "cells": k, "no_higher_than_fixed": no_higher, "within_1se": within,
+                "mean_regret": float(np.mean([c["regret"] for c in cells])),
+                "meets": bool(no_higher == k and within >= k - 1)}
+    return {"fixed_n": fixed, "budgets": [float(b) for b in budgets], "frozen_forms": list(LR_READ_FORMS),
+            "rule": "regret no higher than the fixed n's in every budget-reading, within 1 se of the difference "
+                    "of hindsight in all but at most one", "rows": rows, "summary": summary}
+
+
 def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = False, manifest: Path | None = MANIFEST,
           sweep: str = SWEEP, n_boot: int = N_BOOT, boot_seed: int = BOOT_SEED, root: Path = ROOT,
           against: Path | None = None) -> dict[str, Any]:
@@ -315,6 +399,8 @@ def build(folder: Path, budgets: Sequence[float] = BUDGETS, partial: bool = Fals
         doc["predictions"] = score(runs, committed_predictions(manifest, sweep, root))
         if any(x["label"].startswith(LR_AWARE) for x in doc["predictions"]["scored"]):
             doc["bar"] = bar(doc["predictions"]["scored"], [b for b in TABLE_BUDGETS if b in kept])
+        if any(x["reads"] == "lr-read" for x in doc["predictions"]["scored"]):
+            doc["lr_read_bar"] = lr_acceptance(runs, doc["predictions"]["scored"], [b for b in TABLE_BUDGETS if b in kept])
     if against is not None:
         other = load_sweep(against)["runs"]
         rule, other_rule = lr_rule_of(folder), lr_rule_of(against)
@@ -406,6 +492,11 @@ def report(doc: Mapping[str, Any], out: Path) -> None:
             print(f"  bar {r['reading']} {r['budget']:.0e}: lr-aware picks {m['picks']} regret {m['regret']:.4f}, "
                   f"n = 8 {r['fixed n = 8']['regret']:.4f}, cheap leader {r[CHEAP_LEADER]['pick']} "
                   f"{r[CHEAP_LEADER]['regret']:.4f}; se {r['seed_se']:.4f}; meets {r['meets']}, goal {r['goal']}")
+    if doc.get("lr_read_bar"):
+        for form, per in doc["lr_read_bar"]["summary"].items():
+            print(f"  lr-read bar, {form}: " + "; ".join(
+                f"{v} {s['no_higher_than_fixed']}/{s['cells']} no higher than n = {doc['lr_read_bar']['fixed_n']}, "
+                f"{s['within_1se']}/{s['cells']} within 1 se of a difference, meets {s['meets']}" for v, s in per.items()))
     if doc.get("rules"):
         for reading in rd.READINGS:
             print(f"{reading} reading:")
