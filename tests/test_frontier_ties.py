@@ -134,6 +134,18 @@ def test_nothing_learned_gives_no_fit(tmp_path, capsys):
     assert plots.plot_n_star(res, tmp_path / "n_star")[0].is_file()
 
 
+def test_nothing_learned_with_one_seed_names_the_noise_it_read_not_a_seed_noise():
+    """One run per n: the noise is read from each run's scatter around its fit, and the reason and
+    the warning say so (a sweep with seeds says "the seed noise")."""
+    flat = lambda n, c: np.full(len(c), 0.3)  # noqa: E731
+    one = an.analyze(make_records(0, 0.0, np.random.default_rng(4), curve=flat, sd=0.003, seeds=1), n_boot=0)
+    assert one["noise_from"] == "residuals" and one["fit"]["n_sat"] is None
+    assert "one seed per n" in one["fit"]["reason"] and "seed noise" not in one["fit"]["reason"]
+    assert any("one seed per n" in w for w in one["warnings"])
+    two = an.analyze(make_records(0, 0.0, np.random.default_rng(4), curve=flat, sd=0.003, seeds=2), n_boot=0)
+    assert two["noise_from"] == "seeds" and two["fit"]["reason"] == "no budget shows learning beyond the seed noise"
+
+
 # ---- a true saturation --------------------------------------------------------------------------
 def saturating(sat: int):
     def curve(n, c):

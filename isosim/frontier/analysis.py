@@ -127,9 +127,15 @@ def level_warning(name: str, block: dict[str, Any], n_max: float) -> str | None:
     return None
 
 
-def _fit_warnings(name: str, block: dict[str, Any], n_max: float) -> list[str]:
+NOISE_WORDS = {"seeds": "the seed noise",
+               "residuals": "the run-to-run noise (read from each run's scatter around its fitted curve: one seed per n)",
+               "none": "the noise (none could be read: one run per n and no fitted curve)"}
+"""how :func:`isosim.frontier.ties.seed_noise` measured the noise, in the words a reason uses"""
+
+
+def _fit_warnings(name: str, block: dict[str, Any], n_max: float, noise_from: str = "seeds") -> list[str]:
     if block["n_sat"] is None:
-        return [f"{name}: no budget shows learning beyond the seed noise; no n*(C) fit"]
+        return [f"{name}: no budget shows learning beyond {NOISE_WORDS.get(noise_from, 'the noise')}; no n*(C) fit"]
     out = [w for w in [level_warning(name, block, n_max)] if w]
     values = {"n_low": block["n_low"], "n_sat": block["n_sat"], "log_c_mid": block["log_c_mid"],
               "slope": block["slope"]}
@@ -270,13 +276,13 @@ def analyze(
     for block in (fit_block, tol_block):
         if block["n_sat"] is None:
             block["reason"] = (f"only {len(n_values)} distinct n: saturation needs at least {MIN_N_FOR_SAT}" if few_n
-                               else "no budget shows learning beyond the seed noise")
+                               else f"no budget shows learning beyond {NOISE_WORDS.get(noise_from, 'the noise')}")
     if few_n:
         warnings = [f"only {len(n_values)} distinct n ({', '.join(map(str, n_values))}): saturation needs at least "
                     f"{MIN_N_FOR_SAT}, so no n*(C) sigmoid and no n_sat are fitted (n* per budget is still read)"]
     else:
-        warnings = _fit_warnings(FIT_NAMES["fit"], fit_block, n_max)
-        warnings += [w for w in _fit_warnings(FIT_NAMES["fit_tol"], tol_block, n_max) if "no budget" not in w]
+        warnings = _fit_warnings(FIT_NAMES["fit"], fit_block, n_max, noise_from)
+        warnings += [w for w in _fit_warnings(FIT_NAMES["fit_tol"], tol_block, n_max, noise_from) if "no budget" not in w]
     if tol_note:
         warnings.append(tol_note)
     if base is None:
