@@ -204,6 +204,19 @@ def clean_rows(df: pd.DataFrame, metric: str, x: str = "rollouts") -> tuple[pd.D
     return df, notes
 
 
+STILL_WRITING_S = 120.0
+"""a records file changed this recently may still be being written by its run"""
+
+
+def _seconds_since_written(path: Path) -> float | None:
+    import time
+
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
 def read_records_file(path: str | Path) -> pd.DataFrame:
     """One run's ``records.jsonl``. A last line cut off mid-write (the run was killed while writing
     it) is said as such, in one line, not as a parser's message."""
@@ -220,6 +233,11 @@ def read_records_file(path: str | Path) -> pd.DataFrame:
             row = json.loads(line)
         except ValueError:
             if i == len(lines) and not text.endswith("\n"):
+                age = _seconds_since_written(path)
+                if age is not None and age < STILL_WRITING_S:
+                    raise IsosimError(f"{path}: its last line (line {i}) is cut off and the file changed {age:.0f} s ago: "
+                                      "the run may still be writing it; read it again once the run has stopped or "
+                                      "written its next line") from None
                 raise IsosimError(f"{path}: its last line (line {i}) is cut off: the run was stopped while writing it; "
                                   "resume the run (which rewrites it), or delete that line") from None
             raise IsosimError(f"{path}:{i}: not a records line (not JSON)") from None

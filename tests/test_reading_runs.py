@@ -174,11 +174,21 @@ def test_an_unfinished_explore_folder_is_named_as_such(tmp_path):
 
 
 def test_a_cut_off_last_records_line_says_resume(runs):
+    """A cut-off last line in a file untouched for an hour: the run was stopped mid-write; the same
+    file just written: the run may still be writing it (no advice to resume or delete)."""
+    import os
+    import time
+
     f = runs / "n4-s0" / "records.jsonl"
     f.write_text(f.read_text()[:-30])
+    old = time.time() - 3600
+    os.utime(f, (old, old))
     for args in (("analyze", runs, "--n-boot", "0"), ("recommend", "--runs", runs, "--budget", "5e5")):
         line = one_line(*run_cli(*args)[::2], "is cut off", "resume the run")
-        assert "Expected" not in line and "Trailing data" not in line
+        assert "Expected" not in line and "Trailing data" not in line and "still" not in line
+    os.utime(f)  # written now
+    line = one_line(*run_cli("analyze", runs, "--n-boot", "0")[::2], "is cut off", "may still be writing it")
+    assert "resume the run" not in line and "delete" not in line
 
 
 def test_a_records_csv_missing_n_is_not_called_a_wandb_export(runs, tmp_path):
