@@ -306,6 +306,8 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         return r
     typer.echo(f"{runs}: {r['read']}; metric {r['metric']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
+    if r.get("cheap_caveat"):
+        typer.echo(r["cheap_caveat"])
     band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"
     typer.echo(f"pick n = {r['pick']}; tie band: n in {band} (each n whose expected regret is within 2 se of 0)"
                + (f"; not judged: n = {', '.join(map(str, r['unjudged']))} (no usable run)" if r.get("unjudged") else ""))

@@ -137,13 +137,18 @@ def test_a_cheap_part_below_one_percent_of_c_gets_no_pick(runs):
     assert not (runs.parent / "full").exists() and not Path(f"{runs}-full").exists()
     code, out, err = run_cli("recommend", "--runs", runs, "--budget", "8e5")
     assert code == 0, err
+    # 8,192 of 8e5 is 1 %: a pick, said to rest on a cheaper part than any scored; at 2.5 % no such caveat
+    assert "caveat: the cheap part is 1.0% of C, below the 2.5% the readers were scored at" in flat(out)
+    code, out, err = run_cli("recommend", "--runs", runs, "--budget", "3.2768e5")
+    assert code == 0, err
+    assert "caveat: the cheap part" not in out
 
 
 def test_the_least_cheap_share_lies_below_what_the_plane_scored():
-    from isosim.predict.choice import MIN_CHEAP_SHARE
+    from isosim.predict.choice import MIN_CHEAP_SHARE, SCORED_SHARE
     from isosim.validation.plane import SHARES
 
-    assert MIN_CHEAP_SHARE < min(SHARES) == 0.025
+    assert MIN_CHEAP_SHARE < min(SHARES) == SCORED_SHARE == 0.025
 
 
 # ----------------------------------------------------------------------------------------------

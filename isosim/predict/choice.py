@@ -276,6 +276,9 @@ MIN_CHEAP_SHARE = 0.01
 with cheap parts of 2.5 % to 20 % of C (``isosim.validation.plane.SHARES``); below 1 %, a cheap part
 2.5 times smaller than the least scored one, a pick would carry the curves further than anything
 measured, and is refused"""
+SCORED_SHARE = 0.025
+"""the least share of C the readers were scored at on the plane: between :data:`MIN_CHEAP_SHARE` and
+this, a pick is given and said to rest on a cheaper part than any scored"""
 
 
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
@@ -316,6 +319,10 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
         out = from_runs.recommend_from_runs(readable, budget, method or from_runs.DEFAULT_METHOD, reading, metric=metric)
     out.update(runs=str(path), read=what, unjudged=list(insp.unjudged), eval_samples_from=insp.eval_from,
                seeds_per_n=insp.seeds, damage=list(insp.notes))
+    out["cheap_caveat"] = (f"caveat: the cheap part is {cheap / budget:.1%} of C, below the {SCORED_SHARE:.1%} the "
+                           f"readers were scored at (2.5 % to 20 %): this pick carries the cheap curves further than "
+                           f"any scored one; running every n to {SCORED_SHARE * budget:,.0f} rollouts reads it as scored"
+                           if cheap < SCORED_SHARE * budget * (1 - 1e-9) else None)
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
