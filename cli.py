@@ -193,6 +193,7 @@ def explore(
     n_boot: int = typer.Option(200, min=0, max=MAX_N_BOOT, help="bootstrap resamples for the n_sat interval"),
     tol: Optional[float] = typer.Option(None, min=0.0, help="tie tolerance in units of the metric: n whose capped fitted curve is within it of the frontier tie (n_tol = the smallest); default half a point of the metric's range (.005 of a share, .5 of a percentage)"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); rerun to resume"),
+    force: bool = typer.Option(False, "--force", help="overwrite a frontier.json or figure in --out that explore did not write as it is now (your own, or edited)"),
 ) -> None:
     """Run a simulated isocompute sweep, fit the frontier and n*(C), write frontier.json and figures."""
     from isosim.errors import IsosimError
@@ -235,8 +236,10 @@ def explore(
         typer.echo(f"note: a tabular policy learns each training problem on its own and has no transfer to held-out "
                    f"problems, so {metric} stays at the base model's value at every n (compare n on the training "
                    "problems with --metric train_reward)")
+    from isosim.files import record_written, refuse_overwrite
     from isosim.predict.bank import seed_store
 
+    refuse_overwrite(out, [out / f for f in report.REPORT_FILES], force, f"explore --out {out}")
     if seed_store(the_plan.plan_id, out):
         typer.echo("this sweep ships with isosim, simulated ahead of time by the same engine: read, not simulated",
                    err=True)
@@ -244,6 +247,7 @@ def explore(
         df = sweep.run_sweep(the_plan, out, device=device, progress=True, log=lambda line: typer.echo(line, err=True))
         with _working(f"fitting the frontier ({n_boot} bootstrap resamples) and drawing the figures"):
             result = report.build_report(df, out, metric=metric, n_boot=n_boot, seed=seed or 0, tol=tol)
+            record_written(out, [out / "frontier.json", *result["figures"]])
     report.print_summary(result, title=f"isosim explore: {preset if plan is None else plan.name} ({the_plan.question})",
                          out_dir=out)
 
@@ -440,6 +444,7 @@ def recommend(
     map_: list[str] = typer.Option([], "--map", help="with --runs, TensorBoard/W&B logs: read a records column from this tag, column=TAG (repeatable; as analyze's), e.g. --map val_avg=eval/accuracy"),
     set_: list[str] = typer.Option([], "--set", help="with --runs, TensorBoard/W&B logs: settings for all runs or one, [RUN:]n=8,b_p=32 (repeatable; as analyze's)"),
     lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="with --runs: the n at which the runs' lr was tuned (default: what the runs' config.json or plan says, else n = 8); each run's lr is read against what the calibration gives its n from there"),
+    force: bool = typer.Option(False, "--force", help="with --for: overwrite files of the full run's folder that are not as isosim wrote them (your edits)"),
 ) -> None:
     """Recommend n, B_p, M, lr and the KL/entropy recipe for a budget, with the reason for each;
     with --runs, the n to choose from cheap runs of every n; with --runs and --profile, from cheap
@@ -470,18 +475,20 @@ def recommend(
             raise IsosimError("--runs needs --budget (rollouts of the full run)")
         if lr_tuned_at is not None and lr_tuned_at < 2:
             raise IsosimError(f"--lr-tuned-at is the n the runs' lr was tuned at (2 or more), got {lr_tuned_at}")
+        if force and for_ is None:
+            raise IsosimError("--force is for --for (overwriting files of the full run's folder): drop it, or add --for")
         if for_ is not None:  # where the full run goes, before any reading of the runs
             from isosim.integrations.plan_files import full_folder
 
             _check_out(full_folder(runs), flag=f"--for {for_} writes the full run into")
         if profile is not None:
             _recommend_partial(runs, profile, budget, reading, as_json, for_, problems, val_size, warmup_steps,
-                               map_, set_, lr_tuned_at)
+                               map_, set_, lr_tuned_at, force)
             return
         r = _recommend_runs(runs, budget, method, reading, as_json, map_, set_,
                             None if metric is None else metric_column(metric), lr_tuned_at)
         if for_ is not None:
-            _write_full_run(runs, budget, for_, method, reading, as_json, r)
+            _write_full_run(runs, budget, for_, method, reading, as_json, r, force)
         return
     if budget is not None and (gpu_hours is not None or rollouts_per_gpu_hour is not None):
         raise IsosimError("give --budget (rollouts) or --gpu-hours with --rollouts-per-gpu-hour, not both")
@@ -529,7 +536,7 @@ def recommend(
 
 def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, as_json: bool, for_: Optional[str],
                        train_size: Optional[int], val_size: Optional[int], warmup: Optional[int],
-                       maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None) -> None:
+                       maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None, force: bool = False) -> None:
     """recommend --runs --profile: one n, two or every n, each read at its lr (isosim.predict.partial)."""
     from isosim.files import dumps_json
     from isosim.predict import partial
@@ -544,11 +551,11 @@ def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, a
         for line in partial.lines(r) + r["lr"]["lines"]:
             typer.echo(line)
     if for_ is not None:
-        _write_full_run(runs, budget, for_, None, reading, as_json, r)
+        _write_full_run(runs, budget, for_, None, reading, as_json, r, force)
 
 
 def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[str], reading: str, as_json: bool,
-                    r: dict) -> None:
+                    r: dict, force: bool = False) -> None:
     """recommend --runs --for: the pick's full-budget run in the trainer's settings (``r``: the pick
     already made, with its lr from the runs' rule where they follow one)."""
     from isosim.files import dumps_json
@@ -556,7 +563,7 @@ def _write_full_run(runs: Path, budget: float, trainer: str, method: Optional[st
 
     lr = r.get("lr") or {}
     spec = (lr["base"], lr["rule"]) if lr.get("base") is not None else None  # the runs' own rule, as they ran
-    full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget, lr=spec)
+    full = plan_files.write_full(trainer, runs, int(r["pick"]), int(r["b_p"]), budget, lr=spec, force=force)
     lines = plan_files.full_lines(r, full, trainer)
     if as_json:
         typer.echo(dumps_json({"full_run": full}), err=True)

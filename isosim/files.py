@@ -237,3 +237,73 @@ def check_out(path: str | Path, kind: str = "folder", flag: str = "--out") -> No
 def cache_root() -> Path:
     """isosim's cache folder: ``ISOSIM_CACHE``, else ``~/.cache/isosim``."""
     return Path(os.environ.get("ISOSIM_CACHE") or Path.home() / ".cache" / "isosim")
+
+
+# ----------------------------------------------------------------------------------------------
+# Files isosim wrote into a folder it shares with the user: never overwrite one that is not as written
+# ----------------------------------------------------------------------------------------------
+LEDGER = ".isosim-written.json"
+"""beside the files isosim writes into a folder a user also works in (explore's report, recommend
+--for's full run): each file's path under the folder and the sha256 of what isosim wrote there"""
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_ledger(folder: str | Path) -> dict[str, str]:
+    """What isosim last wrote under ``folder`` (relative path -> sha256); {} where nothing is recorded
+    (or the record is unreadable: then every file there counts as not isosim's)."""
+    try:
+        doc = json.loads((Path(folder) / LEDGER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in doc.get("files", {}).items()} if isinstance(doc, dict) else {}
+
+
+def not_as_written(folder: str | Path, paths: Any) -> list[Path]:
+    """Of ``paths`` (files isosim is about to write under ``folder``), those that exist and are not
+    byte for byte what isosim last wrote there: the user's own, or isosim's changed since."""
+    folder = Path(folder)
+    ledger = read_ledger(folder)
+    out = []
+    for p in map(Path, paths):
+        if p.is_file():
+            rel = str(p.resolve().relative_to(folder.resolve()))
+            if ledger.get(rel) != _sha256(p.read_bytes()):
+                out.append(p)
+    return out
+
+
+def refuse_overwrite(folder: str | Path, paths: Any, force: bool, what: str) -> None:
+    """One line (``IsosimError``) naming the files of ``paths`` under ``folder`` that isosim did not
+    write as they are now (:func:`not_as_written`), unless ``force``: ``what`` says who would overwrite them."""
+    if force:
+        return
+    theirs = not_as_written(folder, paths)
+    if theirs:
+        shown = ", ".join(str(p) for p in theirs[:3]) + (f" and {len(theirs) - 3} more" if len(theirs) > 3 else "")
+        raise IsosimError(f"{what} would overwrite {shown}: not as isosim wrote {'it' if len(theirs) == 1 else 'them'} "
+                          "(your own file, or changed since); move it away, choose another folder, or pass --force "
+                          "to overwrite")
+
+
+def ledger_text(folder: str | Path, written: dict[Path, bytes]) -> str:
+    """The ledger of ``folder`` with ``written`` (path under it -> the bytes isosim writes) added to
+    what it already records of files still there."""
+    folder = Path(folder)
+    ledger = {k: v for k, v in read_ledger(folder).items() if (folder / k).is_file()}
+    for p, data in written.items():
+        rel = str(Path(p).resolve().relative_to(folder.resolve()))
+        ledger[rel] = _sha256(data)
+    return dumps_json({"about": "files isosim wrote here and the sha256 of what it wrote: a file that no longer "
+                                "matches is not overwritten without --force", "files": dict(sorted(ledger.items()))},
+                      indent=1) + "\n"
+
+
+def record_written(folder: str | Path, paths: Any) -> None:
+    """After writing ``paths`` under ``folder``: record them in its ledger, as they are now."""
+    folder = Path(folder)
+    atomic_write_text(folder / LEDGER, ledger_text(folder, {Path(p): Path(p).read_bytes() for p in paths}))

@@ -440,3 +440,46 @@ def test_integrations_says_plan_writes_one_lr_per_n():
     text = " ".join((ROOT / "docs" / "integrations.md").read_text().split())
     assert "The learning rate and the rest stay yours (the same for every `n`)" not in text
     assert "`learning_rate`: one per `n`, by `--lr-rule`" in text
+
+
+# ----------------------------------------------------------------------------------------------
+# explore's report and recommend --for's full run: a file not as isosim wrote it is not overwritten
+# ----------------------------------------------------------------------------------------------
+def test_explore_keeps_a_users_frontier_json_and_rewrites_its_own(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "frontier.json").write_text('{"mine": true}\n')
+    code, _, err = run(monkeypatch, capsys, "explore", "--quick", "--n-boot", "0", "--out", out)
+    one_line_error(code, err, "frontier.json", "not as isosim wrote it", "--force")
+    assert (out / "frontier.json").read_text() == '{"mine": true}\n' and not (out / "manifest.json").exists()
+    fresh = tmp_path / "fresh"
+    assert run(monkeypatch, capsys, "explore", "--quick", "--n-boot", "0", "--out", fresh)[0] == 0
+    assert run(monkeypatch, capsys, "explore", "--quick", "--n-boot", "0", "--out", fresh)[0] == 0  # its own: rerun fine
+    png = (fresh / "frontier.png").read_bytes()
+    (fresh / "frontier.png").write_bytes(png + b"edited")
+    code, _, err = run(monkeypatch, capsys, "explore", "--quick", "--n-boot", "0", "--out", fresh)
+    one_line_error(code, err, "frontier.png", "not as isosim wrote it", "--force")
+    assert (fresh / "frontier.png").read_bytes() == png + b"edited"
+    assert run(monkeypatch, capsys, "explore", "--quick", "--n-boot", "0", "--out", fresh, "--force")[0] == 0
+    assert (fresh / "frontier.png").read_bytes() != png + b"edited"
+
+
+def test_recommend_for_keeps_a_users_edit_of_the_full_runs_settings(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    TP._records(runs, {4: 1.0, 16: 0.5}, 8, 60)
+    args = ("recommend", "--runs", runs, "--budget", "1e5", "--for", "trl")
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 0, err
+    settings = sorted((tmp_path / "runs-full").glob("full-n*/config.yaml"))
+    assert len(settings) == 1 and (tmp_path / "runs-full" / ".isosim-written.json").is_file()
+    assert run(monkeypatch, capsys, *args)[0] == 0  # what isosim wrote, unchanged: rewritten
+    edited = settings[0].read_text() + "# my change\n"
+    settings[0].write_text(edited)
+    code, out, err = run(monkeypatch, capsys, *args)
+    one_line_error(code, err, "config.yaml", "not as isosim wrote it", "--force")
+    assert "pick n = " in out  # the pick is still shown
+    assert settings[0].read_text() == edited
+    assert run(monkeypatch, capsys, *args, "--force")[0] == 0
+    assert "my change" not in settings[0].read_text()
+    code, _, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "1e5", "--force")
+    one_line_error(code, err, "--force is for --for")

@@ -138,6 +138,11 @@ def hist_budget(df: pd.DataFrame, x: str = "rollouts") -> float | None:
     return top if top > 0 and top >= float(span["min"].max()) else None
 
 
+REPORT_FILES = ("frontier.json", *(f"{stem}{ext}" for stem in ("frontier", "n_star", "metric_split", "pass_hist")
+                                   for ext in (".png", ".svg")))
+"""every file :func:`build_report` may write into its folder"""
+
+
 def build_report(df: pd.DataFrame, out_dir: str | Path, *, metric: str = "val_avg", n_boot: int = 200,
                  seed: int = 0, figures: bool = True, tol: float | None = None) -> dict[str, Any]:
     """Analyse ``df``, write ``frontier.json`` (+ figures) into ``out_dir``; return the result.

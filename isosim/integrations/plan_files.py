@@ -523,9 +523,13 @@ def full_folder(runs: Path) -> Path:
 
 
 def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
-               lr: tuple[float, str] | None = None) -> dict[str, Any]:
+               lr: tuple[float, str] | None = None, force: bool = False) -> dict[str, Any]:
     """The pick's run at the full budget, in the trainer's settings, in :func:`full_folder`;
-    ``lr``: (BASE, rule) of its learning rate. Every path written is absolute."""
+    ``lr``: (BASE, rule) of its learning rate. Every path written is absolute. A file there that is
+    not as isosim last wrote it (the user's edit of a settings file, say) is not overwritten
+    without ``force`` (:func:`isosim.files.refuse_overwrite`; the folder's ledger records what was written)."""
+    from isosim.files import LEDGER, ledger_text, refuse_overwrite
+
     if trainer not in P.TRAINERS:
         raise IsosimError(f"--for must be one of {', '.join(P.TRAINERS)}, got {trainer!r}")
     runs = Path(runs).resolve()
@@ -541,6 +545,8 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
         files.update(support_files(trainer, out, [run], hw))
         line = launch_line(trainer, run, hw, out, out / name)
     files[out / "launch.sh"] = _script([line], trainer, out / "launch.sh")
+    refuse_overwrite(out, files, force, f"--for {trainer}")
+    files[out / LEDGER] = ledger_text(out, {p: text.encode("utf-8") for p, text in files.items()})
     commit(out, files)
     return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
             "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes, "lr": run.lr}
