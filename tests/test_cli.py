@@ -138,6 +138,9 @@ def test_recommend_json_reports_the_simulated_recipe(tmp_path):
     assert hard["simulated_config"]["optimizer"] == "adamw" and hard["simulated_config"]["wd"] > 0
     assert (easy["recipe"], easy["kl"], easy["entropy"]) == ("easy", True, True)
     assert easy["simulated_config"]["kl"] > 0 and easy["simulated_config"]["entropy"] > 0
+    # the simulator's coefficients are not a trainer's: said where they are on, not where the recipe has none
+    assert "not a trainer's settings" in easy["reasons"]["kl"] and "entropy_coef" in easy["reasons"]["kl"]
+    assert "not a trainer's settings" not in hard["reasons"]["kl"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -294,7 +294,10 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                      f"recipe), so it speaks for that recipe; {share:.0%} of problems have base pass@1 < 1/16, "
                      f"for which the paper advises the {advised} recipe"
                      + (" (" + ADVICE[advised] + ")" if not mismatch else "")
-                     + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else ""))
+                     + (f": MISMATCH, a run on the {advised} recipe is not what was simulated" if mismatch else "")
+                     + ("; these are the simulator's coefficients, not a trainer's settings: TRL's beta and "
+                        "entropy_coef (verl's kl_loss_coef and entropy_coeff) are on other scales, and what carries "
+                        "over is whether each is on" if kl or entropy else ""))
     fit_upper = None if result["fit"]["n_sat"] is None else float(result["fit"]["n_sat"])
     saturated = saturated_by(result, top)
     if fit_upper is None:
