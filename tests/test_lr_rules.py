@@ -77,12 +77,25 @@ def test_plan_constant_rule_gives_every_n_the_base(tmp_path, monkeypatch, capsys
     assert "by the **constant** rule" in (out / "README.md").read_text()
 
 
-def test_plan_without_lr_states_trls_default_as_the_base(tmp_path, monkeypatch, capsys):
+def test_plan_without_lr_gives_n_8_trls_default_exactly(tmp_path, monkeypatch, capsys):
+    """Without --lr a TRL plan is --lr 1e-6 --lr-tuned-at 8: TRL's default learning_rate at its default
+    num_generations, so n = 8's runs are the run a TRL user makes without isosim; the rule scales the others."""
     out = tmp_path / "p"
-    code, text, err = run(monkeypatch, capsys, "plan", "--for", "trl", "--budget", "2e6", "--n", "2,32", "--out", out)
+    code, text, err = run(monkeypatch, capsys, "plan", "--for", "trl", "--budget", "2e6", "--n", "2,8,32", "--out", out)
     assert code == 0, err
-    assert yaml.safe_load((out / "runs" / "n32-s0" / "config.yaml").read_text())["learning_rate"] == 1e-6
-    assert "--lr not given: TRL's default learning_rate, 1e-06" in (out / "README.md").read_text()
+    lr = {n: yaml.safe_load((out / "runs" / f"n{n}-s0" / "config.yaml").read_text())["learning_rate"] for n in (2, 8, 32)}
+    assert lr[8] == 1e-6 and lr[32] == pytest.approx(2e-6, rel=1e-12) and lr[2] == pytest.approx(5e-7, rel=1e-12)
+    readme = (out / "README.md").read_text()
+    assert "--lr not given: TRL's default learning_rate, 1e-06, at TRL's default num_generations, n = 8" in readme
+    assert "TRL's default num_generations" in text
+    request = json.loads((out / "isosim_plan.json").read_text())["request"]
+    assert (request["lr"], request["lr_tuned_at"], request["lr_defaulted"]) == (1e-6, 8, True)
+    # given the same explicitly, the runs are the same; verl keeps its base at 1,024 rollouts a step
+    code, _, err = run(monkeypatch, capsys, "plan", "--for", "trl", "--budget", "2e6", "--n", "2,8,32", "--lr", "1e-6",
+                       "--lr-tuned-at", "8", "--out", tmp_path / "q")
+    assert code == 0, err
+    assert all(yaml.safe_load((tmp_path / "q" / "runs" / f"n{n}-s0" / "config.yaml").read_text())["learning_rate"]
+               == lr[n] for n in (2, 8, 32))
 
 
 def test_plan_for_verl_and_isosim_write_the_lr_their_way(tmp_path, monkeypatch, capsys):

@@ -189,7 +189,9 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
     want = cheap_runs(2e5, 0.05, 32, [4, 16], 2)
     assert [(r["name"], r["n"], r["seed"], r["steps"], r["rollouts"]) for r in record["runs"]] == want
     assert [w[3:] for w in want[::2]] == [(78, 9984), (19, 9728)] and record["b_p"] == 32
-    lrs = [1e-6 * (32 * w[1] / 1024) ** 0.5 for w in want]  # the default: TRL's 1e-6 at 1,024 rollouts, sqrt rule
+    # the default, sqrt rule: TRL's 1e-6 at its num_generations 8 (B_p x 8) for trl, at 1,024 rollouts for the others
+    ref = 32 * 8 if trainer == "trl" else 1024
+    lrs = [1e-6 * (32 * w[1] / ref) ** 0.5 for w in want]
     assert (out / F.RUNS_FILE).read_text().splitlines() == ["run,n,b_p,seed,lr"] + [
         f"{w[0]},{w[1]},32,{w[2]},{lr!r}" for w, lr in zip(want, lrs)]
     lines = [x for x in (out / "launch.sh").read_text().splitlines() if x and not x.startswith("#") and x != "set -euo pipefail"]

@@ -23,7 +23,7 @@ import pandas as pd
 
 from isosim.sim.config import LR_POWER, LR_REF_BATCH, scaled_lr
 
-__all__ = ["RULES", "DEFAULT_RULE", "DEFAULT_BASE", "LR_REF_BATCH", "scaled_lr", "lr_for", "base_of",
+__all__ = ["RULES", "DEFAULT_RULE", "DEFAULT_BASE", "TRL_DEFAULT_N", "LR_REF_BATCH", "scaled_lr", "lr_for", "base_of",
            "infer_rule", "run_lrs", "runs_rule", "MEASURED", "CONSTANT_ON_MEASURED"]
 
 RULES = ("sqrt", "constant")
@@ -32,6 +32,9 @@ DEFAULT_RULE = "sqrt"
 DEFAULT_BASE = 1e-6
 """the lr at the reference batch when ``--lr`` is not given: TRL's GRPOConfig default learning_rate
 (and the paper's base), taken as the lr of a 1024-rollout step"""
+TRL_DEFAULT_N = 8
+"""TRL's GRPOConfig default num_generations: where ``plan --for trl`` anchors TRL's default lr when
+``--lr`` is not given (n = 8's runs get TRL's default exactly, as a run without isosim would)"""
 REL_TOL = 1e-3
 """two lrs are the same rule's when they agree to this relative tolerance (YAML and logs round)"""
 MEASURED = ("on the measured learners the sqrt rule gave a flat top (a fixed n = 8 within noise of the best n), "

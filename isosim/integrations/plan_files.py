@@ -59,6 +59,18 @@ class Request:
     lr_tuned_at: int | None = None
     """the n at which the user tuned ``lr`` (at the plan's B_p): that n's runs get ``lr`` exactly and
     the rule scales the others from there (None: ``lr`` is the lr at 1024 rollouts a step)"""
+    lr_defaulted: bool = False
+    """``lr`` and ``lr_tuned_at`` are TRL's defaults, set because ``--lr`` was not given (:func:`trl_default_lr`)"""
+
+
+def trl_default_lr(req: "Request") -> "Request":
+    """A TRL request without ``--lr``: TRL's default learning_rate at TRL's default num_generations
+    (``--lr 1e-6 --lr-tuned-at 8``), so that n = 8's runs are the run a TRL user makes without isosim."""
+    from dataclasses import replace
+
+    if req.trainer != "trl" or req.lr is not None or req.lr_tuned_at is not None:
+        return req
+    return replace(req, lr=LR.DEFAULT_BASE, lr_tuned_at=LR.TRL_DEFAULT_N, lr_defaulted=True)
 
 
 def lr_of(req: Request, b_p: int) -> tuple[float, str, float]:
@@ -70,6 +82,8 @@ def lr_of(req: Request, b_p: int) -> tuple[float, str, float]:
 def lr_where(req: Request, b_p: int) -> str:
     """Where the request's BASE lr holds, in words."""
     base, _, ref = lr_of(req, b_p)
+    if req.lr_defaulted:
+        return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}: TRL's default num_generations)"
     if req.lr_tuned_at is not None:
         return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}, where it was tuned: --lr-tuned-at)"
     return f"{base:g} at B_p x n = {LR.LR_REF_BATCH}"
@@ -463,7 +477,7 @@ LR_KEY = {"trl": "`learning_rate` in each run's config.yaml", "verl": "`actor_ro
 def default_base(trainer: str) -> str:
     """What the BASE is where ``--lr`` is not given, in the trainer's terms (verl's own default differs)."""
     if trainer == "trl":
-        return f"TRL's default learning_rate, {LR.DEFAULT_BASE:g}, taken as the lr at the reference batch"
+        return f"TRL's default learning_rate, {LR.DEFAULT_BASE:g}"
     return (f"isosim's default BASE, {LR.DEFAULT_BASE:g} (the IsoCompute paper's base lr), taken as the lr at the "
             "reference batch")
 
@@ -471,8 +485,10 @@ def default_base(trainer: str) -> str:
 def lr_md(req: Request, b_p: int) -> list[str]:
     """The plan README's learning-rate section: which rule, from which BASE, and why."""
     base, rule, ref = lr_of(req, b_p)
-    given = "given by --lr" if req.lr is not None else f"--lr not given: {default_base(req.trainer)}"
-    if req.lr_tuned_at is not None:
+    given = "given by --lr" if req.lr is not None and not req.lr_defaulted else f"--lr not given: {default_base(req.trainer)}"
+    if req.lr_defaulted:
+        given += f", at TRL's default num_generations, n = {req.lr_tuned_at}: that n's runs get it exactly"
+    elif req.lr_tuned_at is not None:
         given += f", tuned at n = {req.lr_tuned_at} (--lr-tuned-at): that n's runs get it exactly"
     formula = (f"lr = {base:g} x sqrt(B_p x n / {ref:g})" if rule == "sqrt" else f"lr = {base:g} for every n")
     text = ["## Learning rate", "",
@@ -591,7 +607,7 @@ def plan_lines(req: Request, sweep: dict[str, Any], out: Path, lines: list[str],
     text += [f"  note: {n}" for n in sweep["notes"]]
     _, rule, _ = lr_of(req, sweep["b_p"])
     text.append(f"  lr: the {rule} rule from {lr_where(req, sweep['b_p'])}"
-                + ("" if req.lr is not None else f" (--lr not given: {default_base(req.trainer)})")
+                + ("" if req.lr is not None and not req.lr_defaulted else f" (--lr not given: {default_base(req.trainer)})")
                 + f"; why, in {out / 'README.md'}")
     for r in runs:
         text.append(f"  {r.name}: {r.steps} steps of {r.b_p * r.n} rollouts | {_key_settings(req.trainer, r)}")
