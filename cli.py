@@ -6,6 +6,7 @@ transformers, vLLM or accelerate. Any user error prints one line and exits with 
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from datetime import datetime
@@ -317,7 +318,7 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
                + (f"; not judged: n = {', '.join(map(str, r['unjudged']))} (no usable run)" if r.get("unjudged") else ""))
     for n, v in r["n"].items():
         typer.echo(f"  n = {n:>4}: expected regret {v['expected_regret']:.4f} +- {v['expected_regret_se']:.4f} "
-                   f"({v['steps_at_budget']:.0f} updates at C)"
+                   f"({math.floor(v['steps_at_budget'] + 1e-9):,} updates at C)"
                    + ("" if v.get("in_cheap_band", True) else "; outside the cheap leader's band, not a candidate")
                    + ("" if not v.get("clipped") else f"; clipped at 0 from {v['expected_regret_raw']:.4f}"))
     seeds = len(r["seeds"])

@@ -247,3 +247,15 @@ def test_a_logged_lr_schedule_is_one_lr_per_run():
 
     warm = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "n": 4, "b_p": 8, "lr": [1e-7, 1e-6, 1e-7, 1e-6]})
     _check_lrs(warm)  # both runs warm up alike: one lr
+
+
+def test_the_updates_at_c_shown_are_whole_steps_as_the_full_run_takes(runs):
+    """C / (B_p n) rounded down: the full run's steps (``plan``'s floor), never one more."""
+    code, out, err = run_cli("recommend", "--runs", runs, "--budget", "5e5", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    code, text, err = run_cli("recommend", "--runs", runs, "--budget", "5e5")
+    assert code == 0, err
+    for n, v in r["n"].items():
+        whole = int(5e5 // (int(r["b_p"]) * int(n)))
+        assert f"({whole:,} updates at C)" in text and v["steps_at_budget"] >= whole
