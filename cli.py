@@ -301,7 +301,7 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
                     lr_tuned_at: Optional[int] = None) -> dict:
     from isosim import records
     from isosim.files import dumps_json
-    from isosim.predict import choice, partial
+    from isosim.predict import choice, partial, stepcurve
 
     r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets, metric=metric)
     r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
@@ -310,7 +310,9 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         typer.echo(dumps_json(r))
         return r
     typer.echo(f"{runs}: {r['read']}; metric {r['metric']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
-               f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}; reading {reading}")
+               f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}"
+               + (f" ({stepcurve.METHOD_WORDS[r['method']]})" if r["method"] in stepcurve.METHOD_WORDS else "")
+               + f"; reading {reading}")
     if r.get("cheap_caveat"):
         typer.echo(r["cheap_caveat"])
     band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"

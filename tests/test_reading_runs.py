@@ -259,3 +259,13 @@ def test_the_updates_at_c_shown_are_whole_steps_as_the_full_run_takes(runs):
     for n, v in r["n"].items():
         whole = int(5e5 // (int(r["b_p"]) * int(n)))
         assert f"({whole:,} updates at C)" in text and v["steps_at_budget"] >= whole
+
+
+def test_the_flat_readers_say_what_they_read(runs):
+    """level reads each n's last cheap value in both readings, which the line naming it says."""
+    code, text, err = run_cli("recommend", "--runs", runs, "--budget", "5e5")
+    assert code == 0, err
+    assert "reader level (each n's last cheap value carried flat to C, in either reading" in flat(text)
+    code, text, err = run_cli("recommend", "--runs", runs, "--budget", "5e5", "--method", "steps")
+    assert code == 0, err
+    assert "reader steps;" in flat(text)
