@@ -155,11 +155,21 @@ def test_the_bank_answers_without_the_engine(cold):
 
 
 def test_seed_store_never_overwrites(tmp_path):
+    """A folder of other files gets the shipped sweep beside them (read, not re-simulated); a folder that
+    holds any of the sweep's names (a sweep already, or a file so named) is left as it is."""
     plan_id = bank.explore_plan().plan_id
+    shipped = sorted(p.name for p in (bank.FOLDER / plan_id).iterdir())
     out = tmp_path / "sweep"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    assert not bank.seed_store(plan_id, out) and sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    assert bank.seed_store(plan_id, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(shipped + ["mine.txt"])
+    assert (out / "mine.txt").read_text() == "keep"
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    (clash / "manifest.json").write_text("{}")
+    assert not bank.seed_store(plan_id, clash) and sorted(p.name for p in clash.iterdir()) == ["manifest.json"]
+    assert (clash / "manifest.json").read_text() == "{}"
     assert bank.seed_store(plan_id, tmp_path / "fresh") and (tmp_path / "fresh" / "manifest.json").is_file()
 
 

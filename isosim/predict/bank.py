@@ -178,14 +178,16 @@ def explore_plan():
 
 def seed_store(plan_id: str, out_dir: str | Path, folder: Path | None = None) -> bool:
     """Copy the shipped sweep ``plan_id`` (plan, manifest, records) into ``out_dir`` when one ships and
-    ``out_dir`` is absent or empty; then :func:`isosim.sweeps.sweep.run_sweep` finds every run done
-    and simulates nothing. True when it copied."""
+    ``out_dir`` holds none of its names (absent, empty, or a folder of other files); then
+    :func:`isosim.sweeps.sweep.run_sweep` finds every run done and simulates nothing. True when it copied."""
     import shutil
 
     shipped = (FOLDER if folder is None else Path(folder)) / plan_id
     out = Path(out_dir)
-    if not (shipped / "manifest.json").is_file() or (out.exists() and any(out.iterdir())):
-        return False  # nothing ships, or the folder already holds something (never overwritten)
+    if not (shipped / "manifest.json").is_file():
+        return False  # nothing ships
+    if out.exists() and any((out / p.name).exists() for p in shipped.iterdir()):
+        return False  # a sweep (or a file of that name) is already there: never overwritten, resumed as it is
     shutil.copytree(shipped, out, dirs_exist_ok=True)
     return True
 
