@@ -19,7 +19,6 @@ import pytest
 
 from isosim.errors import IsosimError
 from isosim.predict import lr_read as lrr
-from isosim.predict import simfit as sf
 from isosim.validation import adaptive as ad
 from isosim.validation import plane_methods as pm
 
@@ -239,7 +238,7 @@ def test_the_frozen_calibrations_committed_picks_are_the_model_at_its_recorded_p
 @pytest.mark.parametrize("budget", [1e5, 1e6])
 def test_under_the_sqrt_rule_07a27e7s_parameters_are_the_frozen_calibration(budget):
     """At 07a27e7's parameters, sqrt-rule runs are at the calibration (rho 1 for every n) and the
-    picks and fit are the frozen calibration's (:func:`isosim.predict.simfit.choose`)."""
+    picks and fit are the frozen calibration's (:func:`isosim.predict.lr_read.choose_calibrated`)."""
     bank = pm.bank_of("organism_hard/hard-128")
     prior, band = lrr.prior_and_band()
     sw = ad.load_sweep(RESULTS / "organism_hard" / "hard-128")
@@ -247,7 +246,7 @@ def test_under_the_sqrt_rule_07a27e7s_parameters_are_the_frozen_calibration(budg
     grid = ad.grid_at(sorted(sw["runs"]), budget, sw["b_p"])
     rho = lrr.rhos(lrr.lrs_by_rule(grid, 16, 3e-4, 1024.0, "sqrt"), 16, lrr.anchor_07a27e7(3e-4, 1024.0, "sqrt"))
     assert set(rho.values()) == {1.0}
-    want = sf.choose(bank, pts, grid, budget, prior, lrr.ONE_FREE, band, stay=(8,))
+    want = lrr.choose_calibrated(bank, pts, grid, budget, prior, lrr.ONE_FREE, band, stay=(8,))
     got = lrr.choose(bank, pts, grid, budget, rho, prior, lrr.ONE_FREE, band, (8,), lrr.CALIBRATION_07A27E7)
     assert got["theta"] == pytest.approx({**want["theta"], "decay": 0.0}, rel=1e-9, abs=1e-12)
     for reading in ("best", "final"):

@@ -16,7 +16,6 @@ from cli_helpers import run
 from isosim.errors import IsosimError
 from isosim.predict import lr_read as lrr
 from isosim.predict import partial
-from isosim.predict import simfit as sf
 from isosim.validation import adaptive as ad
 from isosim.validation import plane_methods as pm
 
@@ -64,7 +63,7 @@ def test_every_n_at_the_calibration_reads_the_one_n_the_frozen_method_was_scored
     got = lrr.read_runs(bank, every, grid, budget, lrs, lrr.Anchor(3e-4, 1024), prior, band, lrr.learner_calibration(),
                         every=True)
     pts = [(8, r, v) for r, v in every[8][0]]
-    frozen = sf.choose(bank, pts, grid, budget, prior, ("log_lr", "log_h"), band, stay=(8,))
+    frozen = lrr.choose_calibrated(bank, pts, grid, budget, prior, ("log_lr", "log_h"), band, stay=(8,))
     assert got["form"] == "every n" and got["read_as"] == "one n" and got["at_calibration"]
     for reading in ("best", "final"):
         assert got[reading]["pick"] == frozen[reading]["pick"]
@@ -210,3 +209,64 @@ def test_the_partial_note_says_when_the_runs_lr_is_not_the_calibrations():
     assert "cannot see a small n fall later" in said
     at = {**off, "rho": {"2": 1.0, "8": 1.0}, "at_calibration": True}
     assert "read as the frozen method on one n" in note({**base, "lr_read": at})
+
+
+def _counted_loads(monkeypatch) -> list:
+    """The reads of the runs (:func:`isosim.integrations.load_runs`) outside the frozen direct reader
+    (isosim/predict/from_runs.py, hash-checked by plane_method.json, reads the folder or table it is
+    handed itself)."""
+    import inspect
+
+    import isosim.integrations as integrations
+
+    real, calls = integrations.load_runs, []
+
+    def counted(*a, **k):
+        if not any(f.filename.endswith("from_runs.py") for f in inspect.stack()[1:3]):
+            calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(integrations, "load_runs", counted)
+    return calls
+
+
+def _cut(dst: Path, names: tuple[str, ...], upto: float) -> Path:
+    for name in names:
+        src = CONST / name
+        (dst / name).mkdir(parents=True)
+        (dst / name / "config.json").write_text((src / "config.json").read_text())
+        rows = [x for x in (src / "records.jsonl").read_text().splitlines() if json.loads(x)["rollouts"] <= upto]
+        (dst / name / "records.jsonl").write_text("\n".join(rows) + "\n")
+    return dst
+
+
+def test_recommend_runs_reads_the_runs_once_for_the_reader_each_runs_lr_and_the_lr_note(tmp_path, monkeypatch, capsys):
+    """The direct reader, each run's lr and the lr note come from one reading of the runs: the note
+    still names the n whose lr departs from the calibration (every n at 3e-4, set at 1,024)."""
+    runs = _cut(tmp_path / "runs", ("n8_bp16_s0", "n8_bp16_s1", "n64_bp16_s0", "n64_bp16_s1"), 5e3)
+    calls = _counted_loads(monkeypatch)
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "1e5", "--json")
+    assert code == 0, err
+    assert len(calls) == 1
+    r = json.loads(out)
+    assert [e["lr"] for e in r["lr"]["each"].values()] == pytest.approx([3e-4] * 4, rel=1e-12)
+    assert r["lr_read"]["rho"]["8"] == pytest.approx(math.sqrt(8), rel=1e-12) and r["lr_read"]["rho"]["64"] == pytest.approx(1.0)
+
+
+def test_runs_of_one_n_at_two_lrs_are_refused_by_the_one_check_wherever_the_lr_is_read(tmp_path):
+    """An lr read from a run's settings file (not its records) goes through the records' check too:
+    two seeds of n = 8 at two lrs are not seeds of one n."""
+    import pandas as pd
+
+    for seed, lr in ((0, 1e-6), (1, 2e-6)):
+        d = tmp_path / f"n8_s{seed}"
+        d.mkdir()
+        (d / "records.jsonl").write_text("{}\n")
+        (d / "config.json").write_text(json.dumps({"lr": lr, "lr_rule": "constant"}))
+    df = pd.DataFrame({"run_id": ["n8_s0", "n8_s1"], "n": [8, 8], "b_p": [16, 16], "seed": [0, 1]})
+    with pytest.raises(IsosimError, match=r"n = 8 \(B_p 16\) was run at 2 learning rates.*not seeds of one n"):
+        partial.runs_lrs(tmp_path, df, [2, 8, 32], 16, "constant")
+    (tmp_path / "n8_s1" / "config.json").write_text(json.dumps({"lr": 1e-6, "lr_rule": "constant"}))
+    lrs, _ = partial.runs_lrs(tmp_path, df, [2, 8, 32], 16, "constant")
+    assert lrs == {2: 1e-6, 8: 1e-6, 32: 1e-6}
+    assert partial.runs_lrs(tmp_path, df, [2, 8], 16, "sqrt")[0][2] == pytest.approx(0.5e-6, rel=1e-12)

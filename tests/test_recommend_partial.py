@@ -270,6 +270,20 @@ def test_one_n_without_profile_is_refused(tmp_path, monkeypatch, capsys):
     one_line_error(code, err, "--val-size", "would be ignored")
 
 
+def test_the_runs_are_read_once_for_the_model_and_each_runs_lr(cheap, monkeypatch, capsys):
+    import isosim.integrations as integrations
+
+    real, calls = integrations.load_runs, []
+
+    def counted(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(integrations, "load_runs", counted)
+    r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
+    assert len(calls) == 1 and set(r["measured"]) == {"2", "8"} and len(r["lr"]["each"]) == len(cheap["rows"]) == 3
+
+
 def test_a_bank_is_simulated_once_and_read_back(cheap, tmp_path, monkeypatch, capsys):
     """The second call with the same inputs reads the cached bank (no simulation); a damaged entry
     is simulated again."""

@@ -20,7 +20,7 @@ Every form of ``recommend --runs`` reads its runs through this one model: one me
 frozen calibration's cheap run), two n, or every n (their cheap curves fit the step, the ceiling
 and the exponent, and the model carries each n to C). Where every run is at the calibration
 (``rho`` 1 for every n), one or two measured n are the frozen calibration itself
-(:func:`at_calibration_pick`: :func:`isosim.predict.simfit.choose` under the prior and tie band of
+(:func:`at_calibration_pick`: :func:`choose_calibrated` under the prior and tie band of
 :data:`FROZEN_FILE`) and every n reads the one n the frozen calibration was scored on.
 
 The frozen methods are these parameters, not other code:
@@ -312,11 +312,31 @@ def prior_and_band(doc: Mapping[str, Any] | None = None) -> tuple[dict[str, tupl
             float(doc["settings"]["tie_band_value"]))
 
 
+def choose_calibrated(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], grid: Sequence[int],
+                      budget: float, prior: Mapping[str, tuple[float, float]], free: Sequence[str], band: float,
+                      stay: Sequence[int] = ()) -> dict[str, Any]:
+    """Runs at the calibration (``rho`` 1 for every n), as the simfit study scored its calibrations:
+    :func:`isosim.predict.simfit.fit` of ``free`` to the measured ``points`` ((n, rollouts, value),
+    step 0 included) under ``prior``, every n of ``grid`` read at ``budget`` in both readings, and the
+    pick: the model's best n, or (``stay``) the best of the measured n that sit within ``band`` of it."""
+    res = sf.fit(bank, list(points), prior, free)
+    out: dict[str, Any] = {"theta": res["theta"], "v0": res["v0"], "rms": res["rms"], "points": res["points"]}
+    for reading in ("best", "final"):
+        vals = {int(n): sf.value(bank, res["theta"], n, budget, reading) for n in grid}
+        best = sf.pick(bank, res["theta"], grid, budget, reading)
+        top = max(vals.values())
+        kept = [n for n in stay if n in vals and vals[n] >= top - band]
+        out[reading] = {"pick": int(max(kept, key=lambda n: vals[n]) if kept else best), "simulator_best": int(best),
+                        "predicted_gain": {str(n): v for n, v in vals.items()},
+                        "within_band": sorted(n for n, v in vals.items() if v >= top - band)}
+    return out
+
+
 def at_calibration_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]],
                         grid: Sequence[int], budget: float) -> dict[str, Any]:
     """One or two measured n whose lr is the calibration's (seed -> curve, every seed's points in one
     fit): one n is the frozen calibration (:data:`FROZEN`), two is :data:`TWO_RUNS` (the exponent
-    fitted too); :func:`isosim.predict.simfit.choose`, the measured n kept when in the band. Which n
+    fitted too); :func:`choose_calibrated`, the measured n kept when in the band. Which n
     were measured and to what rollouts is returned with the pick."""
     if not runs:
         raise IsosimError("no cheap runs to calibrate on")
@@ -329,8 +349,8 @@ def at_calibration_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int,
     points = [(int(n), float(r), float(v)) for n, seeds in runs.items() for c in seeds.values() for r, v in c]
     if not any(r > 0 for _, r, _ in points):
         raise IsosimError("the cheap runs have no evaluation after step 0: nothing to calibrate on")
-    got = sf.choose(bank, points, grid, budget, prior, ONE_FREE if label == FROZEN else EVERY_FREE, band,
-                    tuple(sorted(runs)))
+    got = choose_calibrated(bank, points, grid, budget, prior, ONE_FREE if label == FROZEN else EVERY_FREE, band,
+                            tuple(sorted(runs)))
     measured = {int(n): max(r for c in seeds.values() for r, _ in c) for n, seeds in runs.items()}
     got.update({"method": label, "frozen": label == FROZEN, "frozen_commit": doc["commit"], "tie_band": band,
                 "measured": {str(n): measured[n] for n in sorted(measured)},

@@ -178,27 +178,22 @@ def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
 
 
 def runs_lrs(path: Path, df: pd.DataFrame, ns: Sequence[int], b_p: int, rule: str) -> tuple[dict[int, float] | None, str]:
-    """Each n's lr: the measured n's own (one lr per n), every other n's by the runs' ``rule`` from
-    them; None where no run's lr is found."""
+    """Each n's lr: the measured n's own (one lr per n: runs of one n at several lrs are refused, as
+    every reader of runs refuses them), every other n's by the runs' ``rule`` from them; None where
+    no run's lr is found."""
     from isosim.integrations import lr as LR
+    from isosim.records import _check_lrs
 
-    per_run = LR.run_lrs(path, df)
-    by_n: dict[int, set] = {}
-    for r in per_run.values():
-        if r["lr"] is not None:
-            by_n.setdefault(int(r["n"]), set()).add(round(float(r["lr"]), 15))
-    mixed = {n: v for n, v in by_n.items() if len(v) > 1}
-    if mixed:
-        n, v = next(iter(sorted(mixed.items())))
-        raise IsosimError(f"the runs of n = {n} hold several lrs ({', '.join(f'{x:g}' for x in sorted(v))}): "
-                          "seeds of one n must share an lr; read one lr at a time")
-    if not by_n:
+    known = {run: r for run, r in LR.run_lrs(path, df).items() if r["lr"] is not None}
+    if not known:
         return None, "no run's lr found"
-    lrs = {n: v.pop() for n, v in by_n.items()}
+    _check_lrs(pd.DataFrame({"run_id": list(known), "n": [r["n"] for r in known.values()],
+                             "b_p": [r["b_p"] for r in known.values()], "lr": [r["lr"] for r in known.values()]}))
+    lrs = {int(r["n"]): round(float(r["lr"]), 15) for r in known.values()}
     bases = [LR.base_of(v, b_p * n, rule) for n, v in lrs.items()]
     base = float(sum(bases) / len(bases))
-    out = {int(n): lrs.get(int(n), LR.scaled_lr(base, b_p * int(n), LR.LR_REF_BATCH, rule)) for n in set(ns) | set(lrs)}
-    return out, "each run's own lr; every other n's by the runs' rule"
+    others = lrr.lrs_by_rule(set(ns) - set(lrs), b_p, base, LR.LR_REF_BATCH, rule)
+    return dict(sorted({**others, **lrs}.items())), "each run's own lr; every other n's by the runs' rule"
 
 
 def anchor_of(path: Path, lrs: Mapping[int, float], b_p: int, tuned_at: int | None) -> Any:
@@ -306,29 +301,38 @@ def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], bud
     return _bank(str(profile), _profile_key(profile), tuple(sorted(setting.items())), tuple(ns), float(budget))
 
 
-def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
-                      train_size: int | None = None, val_size: int | None = None,
-                      warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
-                      sets: Sequence[str] = (), lr_tuned_at: int | None = None) -> dict[str, Any]:
-    """The calibrated simulator's answer for the cheap runs at ``path`` (one n, two, or every n) at
-    ``budget``, each run read at the lr it had (:func:`runs_lrs`, from where it was set:
-    :func:`anchor_of`; ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs).
-    Where every n's lr is the calibration's (the sqrt rule from where it was set), one or two n are
-    the frozen method or the two-run calibration; otherwise :mod:`isosim.predict.lr_read` reads
-    them, one n or every n, with one model."""
-    from isosim.integrations import default_metric, load_competing_runs
-    from isosim.predict.from_runs import cheap_curves
+def check_request(profile: str | Path, budget: float, reading: str) -> int:
+    """What :func:`recommend_partial` checks before it reads the runs (the reading, the budget, the
+    profile); the profile's problem count."""
     from isosim.sim.profiles import read_profile
     from isosim.validation.readings import check_reading
 
     check_reading(reading)
     if not (budget and math.isfinite(budget) and budget > 0):
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
-    problems = int(read_profile(profile).rates.size)
+    return int(read_profile(profile).rates.size)
+
+
+def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
+                      train_size: int | None = None, val_size: int | None = None,
+                      warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
+                      sets: Sequence[str] = (), lr_tuned_at: int | None = None,
+                      raw: tuple[pd.DataFrame, str] | None = None) -> dict[str, Any]:
+    """The calibrated simulator's answer for the cheap runs at ``path`` (one n, two, or every n) at
+    ``budget``, each run read at the lr it had (:func:`runs_lrs`, from where it was set:
+    :func:`anchor_of`; ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs;
+    ``raw``: what :func:`isosim.integrations.load_runs` already returned for ``path``).
+    Where every n's lr is the calibration's (the sqrt rule from where it was set), one or two n are
+    the frozen method or the two-run calibration; otherwise :mod:`isosim.predict.lr_read` reads
+    them, one n or every n, with one model."""
+    from isosim.integrations import default_metric, load_inspected
+    from isosim.predict.from_runs import cheap_curves
+
+    problems = check_request(profile, budget, reading)
     path = Path(path)
     # a run that stopped short of its planned budget: every run is read at the budget every run
     # reached, and the line read names it (as the direct reader does)
-    df, what, _ = load_competing_runs(path, maps=maps, sets=sets)
+    df, what, _ = load_inspected(path, maps=maps, sets=sets, raw=raw)
     metric = default_metric(df)
     by_seed, b_p, _ = cheap_curves(df, metric)
     runs: dict[int, dict[int, list]] = {}
@@ -483,16 +487,17 @@ def lines(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def direct_lr_note(path: str | Path, budget: float, maps: Sequence[str] = (), sets: Sequence[str] = (),
-                   lr_tuned_at: int | None = None, metric: str | None = None) -> dict[str, Any] | None:
+def direct_lr_note(path: str | Path, df: pd.DataFrame, lr_tuned_at: int | None = None,
+                   metric: str | None = None) -> dict[str, Any] | None:
     """For ``recommend --runs`` without ``--profile``: where the runs' lr departs from what the
     calibration gives each n, why the direct reading of the cheap part can differ from the model's
-    (``--profile``), in one line; None where every run is at the calibration or no lr is found."""
-    from isosim.integrations import default_metric, load_competing_runs
+    (``--profile``), in one line; None where every run is at the calibration or no lr is found.
+    ``df``: the runs at ``path`` as the direct reader compares them
+    (:func:`isosim.integrations.load_inspected`)."""
+    from isosim.integrations import default_metric
     from isosim.predict.from_runs import cheap_curves
 
     path = Path(path)
-    df, _, _ = load_competing_runs(path, metric, maps=maps, sets=sets)
     metric = metric or default_metric(df)
     _, b_p, _ = cheap_curves(df, metric)
     ns = measured_n(df, metric)

@@ -173,25 +173,6 @@ def fit(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], pri
     return {"theta": th, "v0": base, "rms": float(np.sqrt(np.mean(data_res ** 2))), "points": len(later)}
 
 
-def choose(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], grid: Sequence[int], budget: float,
-           prior: Mapping[str, tuple[float, float]], free: Sequence[str], band: float,
-           stay: Sequence[int] = ()) -> dict[str, Any]:
-    """Fit ``free`` to the measured ``points`` ((n, rollouts, value), step 0 included) under
-    ``prior``, read every n of ``grid`` at ``budget`` in both readings, and pick: the model's best
-    n, or (``stay``) the best of the measured n that sit within ``band`` of it."""
-    res = fit(bank, list(points), prior, free)
-    out: dict[str, Any] = {"theta": res["theta"], "v0": res["v0"], "rms": res["rms"], "points": res["points"]}
-    for reading in ("best", "final"):
-        vals = {int(n): value(bank, res["theta"], n, budget, reading) for n in grid}
-        best = pick(bank, res["theta"], grid, budget, reading)
-        top = max(vals.values())
-        kept = [n for n in stay if n in vals and vals[n] >= top - band]
-        out[reading] = {"pick": int(max(kept, key=lambda n: vals[n]) if kept else best), "simulator_best": int(best),
-                        "predicted_gain": {str(n): v for n, v in vals.items()},
-                        "within_band": sorted(n for n, v in vals.items() if v >= top - band)}
-    return out
-
-
 def simulate_every_n(overrides: Mapping[str, Any], profile: str, n_values: Sequence[int], budget: float, *, b_p: int,
                      n_train: int, n_val: int, measured: Mapping[int, float], seeds: Sequence[int] = (0, 1)) -> dict[str, Any]:
     """Every n of ``n_values`` simulated to ``budget`` with calibrated settings (``overrides``, the

@@ -313,7 +313,6 @@ def simfit_pick(label: str, a: Allowed, read_rule: bool = False) -> dict[str, in
     ``read_rule``, the method frozen at 07a27e7 (:data:`SIMFIT_LR`: under the sqrt rule, the same
     picks)."""
     from isosim.predict import lr_read as lrr
-    from isosim.predict import simfit as sf
 
     spec = CALIBRATIONS[label]
     bank = bank_of(a.sweep)
@@ -328,7 +327,8 @@ def simfit_pick(label: str, a: Allowed, read_rule: bool = False) -> dict[str, in
         got = lrr.choose(bank, points, a.grid, a.budget, lrr.rhos(lrs, a.b_p, anchor), a.fitted["prior"],
                          spec["free"], a.fitted["band"], stay, lrr.CALIBRATION_07A27E7)
     else:
-        got = sf.choose(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"], stay=stay)
+        got = lrr.choose_calibrated(bank, points, a.grid, a.budget, a.fitted["prior"], spec["free"], a.fitted["band"],
+                                    stay)
     return {r: got[r]["pick"] for r in rd.READINGS}
 
 
