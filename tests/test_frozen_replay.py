@@ -112,6 +112,17 @@ def test_a_frozen_prediction_replays_from_the_commit_that_made_it(file, tmp_path
             assert x["best"]["pick"] == y["best"]["pick"] and x["final"]["pick"] == y["final"]["pick"], form
 
 
+def test_a_script_a_prediction_hashed_is_kept_as_it_ran_or_names_the_commit_it_ran_at():
+    """const8_predict.py is the script prediction_lr.json hashed, byte for byte (it imports the
+    modules of its commit: it runs from there, above); simfit_lr_const.py has changed since its
+    prediction and says which commit wrote the committed file."""
+    want = entry(CONST8)["inputs"]["studies/scoring/const8_predict.py"]
+    assert hashlib.sha256((ROOT / "studies/scoring/const8_predict.py").read_bytes()).hexdigest() == want
+    now = (ROOT / "studies/scoring/simfit_lr_const.py").read_text()
+    assert hashlib.sha256(now.encode()).hexdigest() != entry(CONST)["inputs"]["studies/scoring/simfit_lr_const.py"]
+    assert "written by this script at\n# commit 07a27e7" in now and "tests/test_frozen_replay.py" in now
+
+
 def test_the_replay_reads_the_commit_each_manifest_records():
     """Each replayed prediction's commit is the manifest's (07a27e7 for the method frozen there), and
     a file no manifest lists is refused, not guessed."""

@@ -29,9 +29,10 @@ The frozen methods are these parameters, not other code:
   the commit, prior and tie band in :data:`FROZEN_FILE`): one cheap run of n = 8 to 5 % of C, the
   step size and the ceiling fitted (:data:`ONE_FREE`), the measured n kept when it is in the band;
   two measured n are :data:`TWO_RUNS`, the exponent fitted too (scored, not frozen);
-- **the method frozen at 07a27e7** (:data:`AT_07A27E7`): the frozen calibration read at the anchor
-  1,024 rollouts a step whatever the runs' lr (the lr the runs' rule gives that batch, so only the
-  rule's name is read) and ``LrCalibration()`` (a = 1, decay prior 0 ± :data:`LEGACY_DECAY_SD`).
+- **the method frozen at 07a27e7** (:data:`COMMIT_07A27E7`): the frozen calibration read from the
+  anchor :func:`anchor_07a27e7`, 1,024 rollouts a step whatever the runs' lr (the lr the runs' rule
+  gives that batch, so only the rule's name is read), with :data:`CALIBRATION_07A27E7` (a = 1, decay
+  prior 0 ± :data:`LEGACY_DECAY_SD`).
 
 Their committed predictions name the commit that made them (each sweep's ``manifest.json``);
 ``tests/test_frozen_replay.py`` replays that commit's own files and checks this model at these
