@@ -301,11 +301,14 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
                     lr_tuned_at: Optional[int] = None) -> dict:
     from isosim import records
     from isosim.files import dumps_json
+    from isosim.integrations import load_inspected, load_runs
     from isosim.predict import choice, partial, stepcurve
 
-    r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets, metric=metric)
-    r["lr"] = _runs_lr(runs, r, maps, sets, assumed=None)
-    r["lr_read"] = partial.direct_lr_note(runs, budget, maps, sets, lr_tuned_at, r["metric"])
+    raw = load_runs(runs, maps=maps, sets=sets)  # read once: the reader, each run's lr and the lr note
+    loaded = load_inspected(runs, metric, raw=raw)
+    r = choice.recommend_runs(runs, budget, method, reading, maps=maps, sets=sets, metric=metric, loaded=loaded)
+    r["lr"] = _runs_lr(runs, r, raw[0], assumed=None)
+    r["lr_read"] = partial.direct_lr_note(runs, loaded[0], lr_tuned_at, r["metric"])
     if as_json:
         typer.echo(dumps_json(r))
         return r
@@ -341,13 +344,12 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
     return r
 
 
-def _runs_lr(runs: Path, r: dict, maps: list[str], sets: list[str], assumed: Optional[str]) -> dict:
+def _runs_lr(runs: Path, r: dict, df, assumed: Optional[str]) -> dict:
     """Each cheap run's lr, the runs' rule, the pick's lr and what to say about them
-    (:mod:`isosim.integrations.lr`); ``assumed``: the rule the pick assumes (None: the runs' own)."""
-    from isosim.integrations import load_runs
+    (:mod:`isosim.integrations.lr`) from the runs as loaded (``df``, every row); ``assumed``: the
+    rule the pick assumes (None: the runs' own)."""
     from isosim.integrations import lr as LR
 
-    df, _ = load_runs(runs, maps=maps, sets=sets)
     per_run = LR.run_lrs(runs, df)
     info = LR.runs_rule(per_run)
     pick_lr = LR.pick_lr(info, per_run, int(r["pick"]), int(r["b_p"]))
@@ -542,12 +544,15 @@ def _recommend_partial(runs: Path, profile: Path, budget: float, reading: str, a
                        maps: list[str], sets: list[str], lr_tuned_at: Optional[int] = None, force: bool = False) -> None:
     """recommend --runs --profile: one n, two or every n, each read at its lr (isosim.predict.partial)."""
     from isosim.files import dumps_json
+    from isosim.integrations import load_runs
     from isosim.predict import partial
 
+    partial.check_request(profile, budget, reading)
+    raw = load_runs(runs, maps=maps, sets=sets)  # read once: the model and each run's lr
     with _working("simulating every n on the runs' setting (a few seconds to two minutes)"):
         r = partial.recommend_partial(runs, profile, budget, reading, train_size, val_size, warmup,
-                                      maps=maps, sets=sets, lr_tuned_at=lr_tuned_at)
-    r["lr"] = _runs_lr(runs, r, maps, sets, assumed=r["lr_rule"])
+                                      maps=maps, sets=sets, lr_tuned_at=lr_tuned_at, raw=raw)
+    r["lr"] = _runs_lr(runs, r, raw[0], assumed=r["lr_rule"])
     if as_json:
         typer.echo(dumps_json(r))
     else:

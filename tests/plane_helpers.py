@@ -11,16 +11,16 @@ def assert_simfit_bar_follows(plane: dict) -> None:
     reading, the overhead and mean regret are the summary's, the margins over the bar's methods
     (a fixed n = 8, the cheap leader at 5 %) are the differences of the summaries' mean regrets, and
     ``meets_bar`` is overhead <= ``max_overhead`` with no margin above 0."""
-    from isosim.predict import simfit_frozen as sff
+    from isosim.predict import lr_read as lrr
     from isosim.validation import plane_methods as pm
 
     bar = plane["simfit"]
     apart = ("second_learner", "constant_lr")
-    assert (bar["frozen"], bar["max_overhead"]) == (sff.FROZEN, 0.05)
+    assert (bar["frozen"], bar["max_overhead"]) == (lrr.FROZEN, 0.05)
     assert set(bar["blocks"]) == {"overall", "held_out", "all_sweeps", *apart}
     for block, entries in bar["blocks"].items():
         summary = plane[block] if block not in apart else (plane[block] or {}).get("summary", {})
-        labels = [*sff.CALIBRATIONS, pm.SIMFIT_LR]
+        labels = [*pm.CALIBRATIONS, pm.SIMFIT_LR]
         assert set(entries) == ({label for label in labels if label in summary} if summary else set()), block
         for label, e in entries.items():
             s = summary[label]

@@ -3,6 +3,7 @@ and plan's --lr-tuned-at written and read back."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -12,11 +13,11 @@ import pytest
 import yaml
 from cli_helpers import run
 
+from isosim.errors import IsosimError
 from isosim.predict import lr_read as lrr
 from isosim.predict import partial
-from isosim.predict import simfit_frozen as sff
-from isosim.predict import simfit_lr as slr
 from isosim.validation import adaptive as ad
+from isosim.validation import plane_methods as pm
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
@@ -24,9 +25,7 @@ CONST = RESULTS / "organism_hard_const" / "hard-128"
 
 
 def frozen_prior():
-    doc = sff.frozen()
-    return ({p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()},
-            float(doc["settings"]["tie_band_value"]))
+    return lrr.prior_and_band()
 
 
 def test_rho_is_the_runs_lr_over_the_calibrations_from_where_it_was_set():
@@ -48,38 +47,13 @@ def test_rho_is_the_runs_lr_over_the_calibrations_from_where_it_was_set():
         lrr.Anchor(1e-6, 0)
 
 
-@pytest.mark.cpu_sensitive
-def test_with_no_measured_decay_and_the_anchor_at_1024_it_is_the_07a27e7_method():
-    """On the committed constant-lr sweep (every n at 3e-4, config base_lr at lr_ref_batch 1024), the
-    model with the a-priori calibration (a = 1, decay prior (0, 1)) gives 07a27e7's picks and gains."""
-    bank = sff.bank_of("organism_hard_const/hard-128")
-    prior, band = frozen_prior()
-    sw = ad.load_sweep(CONST)
-    cfg = json.loads((CONST / "n8_bp16_s0" / "config.json").read_text())
-    anchor = lrr.Anchor(cfg["base_lr"], cfg["lr_ref_batch"])
-    committed = json.loads((RESULTS / "organism_hard_const" / "prediction_simfit_lr.json").read_text())
-    committed = committed["organism-hard-128-const"]["picks"]
-    for i, budget in enumerate((1e5, 3e5, 1e6)):
-        grid = ad.grid_at(sorted(sw["runs"]), budget, sw["b_p"])
-        lrs = {n: 3e-4 for n in grid}
-        for seed in sw["seeds"]:
-            runs = {8: {seed: ad.reveal(sw["runs"][8][seed], 0.05 * budget)}}
-            pts = [(8, r, v) for r, v in runs[8][seed]]
-            old = slr.choose(bank, pts, grid, budget, prior, ("log_lr", "log_h"), band, (8,), "constant")
-            new = lrr.read_runs(bank, runs, grid, budget, lrs, anchor, prior, band, lrr.LrCalibration(), every=False)
-            for reading in ("best", "final"):
-                assert new[reading]["pick"] == old[reading]["pick"] == committed[reading][f"seed {seed}"][i]
-                for n, v in old[reading]["predicted_gain"].items():
-                    assert new[reading]["predicted_gain"][n] == pytest.approx(v, abs=1e-9)
-
-
 def _sqrt_sweep():
     return RESULTS / "organism_hard" / "hard-128"
 
 
 @pytest.mark.cpu_sensitive
 def test_every_n_at_the_calibration_reads_the_one_n_the_frozen_method_was_scored_on():
-    bank = sff.bank_of("organism_hard/hard-128")
+    bank = pm.bank_of("organism_hard/hard-128")
     prior, band = frozen_prior()
     sw = ad.load_sweep(_sqrt_sweep())
     budget = 3e5
@@ -89,14 +63,14 @@ def test_every_n_at_the_calibration_reads_the_one_n_the_frozen_method_was_scored
     got = lrr.read_runs(bank, every, grid, budget, lrs, lrr.Anchor(3e-4, 1024), prior, band, lrr.learner_calibration(),
                         every=True)
     pts = [(8, r, v) for r, v in every[8][0]]
-    frozen = sff.choose(bank, pts, grid, budget, prior, ("log_lr", "log_h"), band, stay=(8,))
+    frozen = lrr.choose_calibrated(bank, pts, grid, budget, prior, ("log_lr", "log_h"), band, stay=(8,))
     assert got["form"] == "every n" and got["read_as"] == "one n" and got["at_calibration"]
     for reading in ("best", "final"):
         assert got[reading]["pick"] == frozen[reading]["pick"]
 
 
 def test_over_stepping_costs_value_only_above_the_calibration():
-    bank = sff.bank_of("organism_hard/hard-128")
+    bank = pm.bank_of("organism_hard/hard-128")
     theta = {"log_lr": 2.8, "power": 0.0, "log_h": 0.2, "decay": 0.5}
     cal = lrr.LrCalibration(a=1.0, decay=0.5, decay_sd=0.2)
     r = np.array([1e5, 5e5, 1e6])
@@ -181,19 +155,118 @@ def test_recommend_reads_back_each_runs_written_lr_and_where_it_was_tuned(monkey
     assert "departs from what the calibration gives each n" in r["note"]
 
 
-@pytest.mark.cpu_sensitive
-def test_the_one_lr_for_n_8_predictions_follow_from_the_committed_cheap_part():
-    """organism_const8/prediction_lr.json, recomputed by its script from the committed records (read
-    to 5 % of each C only), gives the committed picks in every form and the cheap records' hashes."""
-    import importlib.util
+def test_recommend_partial_reads_the_rule_from_the_runs_lr_values_when_no_config_names_it(tmp_path):
+    import pandas as pd
 
-    spec = importlib.util.spec_from_file_location("const8_predict", ROOT / "studies" / "scoring" / "const8_predict.py")
-    cp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cp)
-    committed = json.loads(cp.OUT.read_text())[cp.KEY]
-    fresh = cp.predict()[cp.KEY]
-    assert fresh["picks"] == committed["picks"]
-    assert fresh["pooled_seeds_picks"] == committed["pooled_seeds_picks"]
-    cheap = {k: v for k, v in committed["inputs"].items() if "records.jsonl" in k}
-    assert len(cheap) == 16 and cheap == {k: v for k, v in fresh["inputs"].items() if "records.jsonl" in k}
-    assert committed["lr_calibration"] == lrr.learner_calibration().as_dict()
+    from isosim.predict.partial import lr_rule_of
+
+    sqrt = pd.DataFrame({"n": [2, 8, 64], "lr": [3e-4 * np.sqrt(16 * n / 1024) for n in (2, 8, 64)]})
+    assert lr_rule_of(tmp_path, sqrt, 16) == ("sqrt", "the runs' lr across n")
+    const = pd.DataFrame({"n": [2, 8], "lr": [3e-4, 3e-4]})
+    assert lr_rule_of(tmp_path, const, 16)[0] == "constant"
+    one = pd.DataFrame({"n": [8], "lr": [3e-4]})
+    assert lr_rule_of(tmp_path, one, 16)[1].startswith("default")
+    assert lr_rule_of(tmp_path, one, 16, "sqrt") == ("sqrt", "--lr-rule")
+    (tmp_path / "n8_s0").mkdir()
+    (tmp_path / "n8_s0" / "records.jsonl").write_text("{}\n")
+    (tmp_path / "n8_s0" / "config.json").write_text(json.dumps({"lr_rule": "constant"}))
+    with pytest.raises(IsosimError, match="contradicts the runs' config.json"):
+        lr_rule_of(tmp_path, one, 16, "sqrt")
+
+
+@pytest.mark.cpu_sensitive
+def test_the_two_rules_compared_recompute_and_show_the_lr_n_interaction():
+    """const_vs_sqrt.json is what its script computes; at a constant lr n = 2 has collapsed and n = 64,
+    whose lr is the same under both rules, is the same run."""
+    spec = importlib.util.spec_from_file_location("const_vs_sqrt", ROOT / "studies" / "organism" / "const_vs_sqrt.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    committed = json.loads(mod.OUT.read_text())
+    got = mod.build()
+    assert got["measured"] == committed["measured"]
+    assert got["calibration"]["shared"] == pytest.approx(committed["calibration"]["shared"], rel=1e-6)
+    m = got["measured"]
+    assert m["constant"]["2"]["20000"]["mean"] < 0.05 < m["sqrt"]["2"]["20000"]["mean"]
+    assert m["constant"]["64"] == m["sqrt"]["64"]
+
+
+def test_the_partial_note_says_when_the_runs_lr_is_not_the_calibrations():
+    """recommend --runs --profile reads each run's lr (isosim.predict.lr_read): the note names the n whose
+    lr departs from what the calibration gives them, or says that no lr was found; the 07a27e7 method's
+    record on the constant-lr sweep is in docs/organism.md (tests/test_measured_numbers.py)."""
+    from isosim.predict.partial import LR_EVERY, LR_ONE, note
+
+    base = {"measured": {"8": 5e4}, "simulated": [2, 4], "scores_nine_sweeps": None, "frozen": False,
+            "cheap_share": 0.05, "scored_share": 0.05, "method": LR_ONE}
+    said = note({**base, "lr_read": {"rho": None}})
+    assert "No run's lr was found" in said
+    off = {"rho": {"2": 2.0, "8": 1.0, "32": 0.5}, "at_calibration": False,
+           "anchor": {"lr": 1e-6, "batch": 128.0, "from": "--lr-tuned-at 8"}}
+    said = note({**base, "lr_read": off})
+    assert "departs from what the calibration gives each n" in said and "n = 2: x2" in said and "n = 32: x0.5" in said
+    assert "n = 8: x" not in said and "--lr-tuned-at 8" in said
+    said = note({**base, "method": LR_EVERY, "measured": {"2": 5e4, "8": 5e4, "32": 5e4}, "lr_read": off})
+    assert "cannot see a small n fall later" in said
+    at = {**off, "rho": {"2": 1.0, "8": 1.0}, "at_calibration": True}
+    assert "read as the frozen method on one n" in note({**base, "lr_read": at})
+
+
+def _counted_loads(monkeypatch) -> list:
+    """The reads of the runs (:func:`isosim.integrations.load_runs`) outside the frozen direct reader
+    (isosim/predict/from_runs.py, hash-checked by plane_method.json, reads the folder or table it is
+    handed itself)."""
+    import inspect
+
+    import isosim.integrations as integrations
+
+    real, calls = integrations.load_runs, []
+
+    def counted(*a, **k):
+        if not any(f.filename.endswith("from_runs.py") for f in inspect.stack()[1:3]):
+            calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(integrations, "load_runs", counted)
+    return calls
+
+
+def _cut(dst: Path, names: tuple[str, ...], upto: float) -> Path:
+    for name in names:
+        src = CONST / name
+        (dst / name).mkdir(parents=True)
+        (dst / name / "config.json").write_text((src / "config.json").read_text())
+        rows = [x for x in (src / "records.jsonl").read_text().splitlines() if json.loads(x)["rollouts"] <= upto]
+        (dst / name / "records.jsonl").write_text("\n".join(rows) + "\n")
+    return dst
+
+
+def test_recommend_runs_reads_the_runs_once_for_the_reader_each_runs_lr_and_the_lr_note(tmp_path, monkeypatch, capsys):
+    """The direct reader, each run's lr and the lr note come from one reading of the runs: the note
+    still names the n whose lr departs from the calibration (every n at 3e-4, set at 1,024)."""
+    runs = _cut(tmp_path / "runs", ("n8_bp16_s0", "n8_bp16_s1", "n64_bp16_s0", "n64_bp16_s1"), 5e3)
+    calls = _counted_loads(monkeypatch)
+    code, out, err = run(monkeypatch, capsys, "recommend", "--runs", runs, "--budget", "1e5", "--json")
+    assert code == 0, err
+    assert len(calls) == 1
+    r = json.loads(out)
+    assert [e["lr"] for e in r["lr"]["each"].values()] == pytest.approx([3e-4] * 4, rel=1e-12)
+    assert r["lr_read"]["rho"]["8"] == pytest.approx(math.sqrt(8), rel=1e-12) and r["lr_read"]["rho"]["64"] == pytest.approx(1.0)
+
+
+def test_runs_of_one_n_at_two_lrs_are_refused_by_the_one_check_wherever_the_lr_is_read(tmp_path):
+    """An lr read from a run's settings file (not its records) goes through the records' check too:
+    two seeds of n = 8 at two lrs are not seeds of one n."""
+    import pandas as pd
+
+    for seed, lr in ((0, 1e-6), (1, 2e-6)):
+        d = tmp_path / f"n8_s{seed}"
+        d.mkdir()
+        (d / "records.jsonl").write_text("{}\n")
+        (d / "config.json").write_text(json.dumps({"lr": lr, "lr_rule": "constant"}))
+    df = pd.DataFrame({"run_id": ["n8_s0", "n8_s1"], "n": [8, 8], "b_p": [16, 16], "seed": [0, 1]})
+    with pytest.raises(IsosimError, match=r"n = 8 \(B_p 16\) was run at 2 learning rates.*not seeds of one n"):
+        partial.runs_lrs(tmp_path, df, [2, 8, 32], 16, "constant")
+    (tmp_path / "n8_s1" / "config.json").write_text(json.dumps({"lr": 1e-6, "lr_rule": "constant"}))
+    lrs, _ = partial.runs_lrs(tmp_path, df, [2, 8, 32], 16, "constant")
+    assert lrs == {2: 1e-6, 8: 1e-6, 32: 1e-6}
+    assert partial.runs_lrs(tmp_path, df, [2, 8], 16, "sqrt")[0][2] == pytest.approx(0.5e-6, rel=1e-12)

@@ -279,22 +279,21 @@ def test_the_records_named_were_committed_before_the_method():
 # how the picks hinge on DECAY_SD: the committed picks' computation with the constant patched in memory
 
 @pytest.mark.cpu_sensitive
-def test_the_decay_sd_table_is_the_replay_with_the_constant_patched(monkeypatch):
-    from test_simfit_lr import _study
+def test_the_decay_sd_table_is_the_replay_with_the_constant_patched():
+    from test_frozen_replay import _study
 
-    from isosim.predict import simfit_frozen as sff
-    from isosim.predict import simfit_lr as slr
+    from isosim.predict import lr_read as lrr
+    from isosim.validation import plane_methods as pm
 
     study = _study()
-    bank = sff.bank_of(study.BANK_SWEEP)
+    bank = pm.bank_of(study.BANK_SWEEP)
     rule = study.rule_of(study.SWEEP)
     rows = {r[0]: r for r in table(ORGANISM, "| `DECAY_SD` |")}
     committed = json.loads(study.OUT.read_text())[study.KEY]
-    assert committed["decay_prior_sd"] == slr.DECAY_SD == 1.0
+    assert committed["decay_prior_sd"] == lrr.CALIBRATION_07A27E7.decay_sd == 1.0
     said, decay_span = {}, {}
     for sd, label in ((0.5, "0.5"), (1.0, "1.0 (frozen)"), (2.0, "2.0")):
-        monkeypatch.setattr(slr, "DECAY_SD", sd)
-        picks, detail, _ = study.replay(study.SWEEP, bank, rule)
+        picks, detail, _ = study.replay(study.SWEEP, bank, rule, lrr.LrCalibration(decay_sd=sd))
         decays = [d["theta"]["decay"] for d in detail]
         assert len(decays) == 6
         decay_span[sd] = f"{min(decays):.2f}-{max(decays):.2f}"

@@ -275,21 +275,21 @@ def test_simfit_calibrations_on_the_plane_are_the_studys(committed):
     replays, leave-one-sweep-out prior and tie band are the study's leave-one-setting-out ones."""
     import importlib.util
 
-    from isosim.predict import simfit_frozen as sff
+    from isosim.predict import lr_read as lrr
 
     spec = importlib.util.spec_from_file_location("simfit_study", ROOT / "studies" / "scoring" / "simfit.py")
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
-    assert study.FROZEN == sff.FROZEN and study.WIDE_LR == sff.WIDE_LR and study.PRIOR_FLOOR == sff.PRIOR_FLOOR
-    assert sorted(study.METHODS) == sorted(sff.CALIBRATIONS)
+    assert study.FROZEN == lrr.FROZEN and study.WIDE_LR == pm.WIDE_LR and study.PRIOR_FLOOR == pm.PRIOR_FLOOR
+    assert sorted(study.METHODS) == sorted(pm.CALIBRATIONS)
     for label, m in study.METHODS.items():
-        c = sff.CALIBRATIONS[label]
+        c = pm.CALIBRATIONS[label]
         assert (m["cheap"], tuple(m["free"]), m["model"], bool(m.get("wide")), bool(m.get("stay"))) == \
             (c["cheap"], tuple(c["free"]), c["model"], c["wide"], c["stay"]), label
         assert committed["registered"][label]["fitted_on_other_sweeps"] and committed["registered"][label]["kind"] == "simfit"
-    scores = json.loads((RESULTS / f"simfit_{sff.VARIANT}.json").read_text())["overall"]
+    scores = json.loads((RESULTS / f"simfit_{lrr.VARIANT}.json").read_text())["overall"]
     plane = committed["all_sweeps"]
-    for label in sff.CALIBRATIONS:
+    for label in pm.CALIBRATIONS:
         assert plane[label]["replays"] == scores[label]["replays"] in (92, 120)  # 92: n = 2 not in the real sweeps
         assert plane[label]["mean_overhead"] == pytest.approx(scores[label]["mean_overhead"], abs=1e-12)
         for reading in ("best", "final"):

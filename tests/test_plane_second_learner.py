@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from isosim.files import dumps_json
-from isosim.predict import simfit_frozen as sff
+from isosim.predict import lr_read as lrr
 from isosim.validation import plane as pl
 from isosim.validation import plane_methods as pm
 from isosim.validation import plane_report as rep
@@ -31,7 +31,7 @@ LINKED = ("sbi_bank.json", "plane_method.json", "scoreboard.json", "organism_f8/
           "organism_f8/profile_t06.json", "organism_f8/prediction_dynamics.json", "organism_hard/prediction.json",
           "organism_hard/profile_t06.json", "organism_hard_const/prediction.json")
 FIRST = ["organism_f8/hard-128", "organism_f8/hard-256"]
-METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), sff.FROZEN: pm.REGISTRY[sff.FROZEN],
+METHODS = {"fixed n = 8": pm.constant(8), "fixed n = 2": pm.constant(2), lrr.FROZEN: pm.REGISTRY[lrr.FROZEN],
            pm.SIMFIT_LR: pm.REGISTRY[pm.SIMFIT_LR]}
 
 
@@ -85,7 +85,7 @@ def docs(tmp_path_factory):
 
 def test_the_second_learner_is_found_by_the_name_its_bank_and_prediction_use():
     found = pl.find_sweeps(RESULTS, second_learner=True)
-    assert found[SECOND] == RESULTS / SECOND and SECOND in sff.EXTRA_BANKS and sff.bank_of(SECOND) is not None
+    assert found[SECOND] == RESULTS / SECOND and SECOND in pm.EXTRA_BANKS and pm.bank_of(SECOND) is not None
     assert set(found) - {SECOND, CONST} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
     assert pl.second_learner(SECOND) and not pl.held_out(SECOND) and pl.sweep_kind(SECOND) == "hard"
     assert pl.profile_path(SECOND, RESULTS) == RESULTS / "organism_hard" / "profile_t06.json"
@@ -100,7 +100,7 @@ def test_the_constant_lr_sweep_is_found_apart_with_its_bank_prediction_and_rule(
     assert found[CONST] == RESULTS / CONST and CONST not in pl.find_sweeps(RESULTS)
     assert pl.constant_lr(CONST) and pl.apart(CONST) and not pl.second_learner(CONST) and not pl.held_out(CONST)
     assert pl.apart(SECOND) and not pl.constant_lr(SECOND) and not pl.apart("organism_f8/hard-128")
-    assert sff.bank_of(CONST) == sff.bank_of(SECOND)  # one setting, one bank: a bank has no lr rule
+    assert pm.bank_of(CONST) == pm.bank_of(SECOND)  # one setting, one bank: a bank has no lr rule
     assert pl.profile_path(CONST, RESULTS) == pl.profile_path(SECOND, RESULTS)
     committed = json.loads((RESULTS / "organism_hard_const" / "prediction.json").read_text())["organism-hard-128-const"]
     profile = pl.profile_prediction(CONST, RESULTS)
@@ -126,7 +126,7 @@ def test_finished_second_learner_is_scored_apart(docs):
     block = doc["second_learner"]
     assert block["sweeps"] == [SECOND] and block["summary"] == sw["summary"]
     replays = 2 * len(sw["budgets"])
-    for m in ("fixed n = 8", "fixed n = 2", "profile-only", "cheap leader @0.05", "steps @0.05", sff.FROZEN,
+    for m in ("fixed n = 8", "fixed n = 2", "profile-only", "cheap leader @0.05", "steps @0.05", lrr.FROZEN,
               rep.LOSO_READER, "successive halving (C/16)", "hyperband"):
         assert block["summary"][m]["replays"] == replays, m
         assert set(block["summary"][m]) >= {"best", "final", "mean_overhead"}
@@ -140,8 +140,8 @@ def test_finished_second_learner_is_scored_apart(docs):
     assert doc["loso"]["reader_choice"][SECOND]["trained_on"] == FIRST
     assert SECOND not in doc["loso"]["isosim_predict_choice"]
     # the simfit bar gains the second learner's block, its replays only
-    frozen = doc["simfit"]["blocks"]["second_learner"][sff.FROZEN]
-    assert frozen["overhead"] == block["summary"][sff.FROZEN]["mean_overhead"] and frozen["not_8"]["best"] <= replays
+    frozen = doc["simfit"]["blocks"]["second_learner"][lrr.FROZEN]
+    assert frozen["overhead"] == block["summary"][lrr.FROZEN]["mean_overhead"] and frozen["not_8"]["best"] <= replays
     assert cheap["simfit"]["blocks"]["second_learner"] == {}
     # nothing of the first learner's blocks moves when the second learner's sweep is scored
     for key in ("overall", "held_out", "all_sweeps", "hindsight", "dominance", "prospective"):
@@ -191,8 +191,8 @@ def test_the_committed_simfit_bar_is_its_summaries(committed_doc):
     from plane_helpers import assert_simfit_bar_follows
 
     bar = COMMITTED["simfit"]
-    assert bar["frozen_at"] == sff.frozen()["commit"]
-    assert_same_json(bar["blocks"]["second_learner"][sff.FROZEN], committed_doc["simfit"]["blocks"]["second_learner"][sff.FROZEN],
+    assert bar["frozen_at"] == lrr.frozen()["commit"]
+    assert_same_json(bar["blocks"]["second_learner"][lrr.FROZEN], committed_doc["simfit"]["blocks"]["second_learner"][lrr.FROZEN],
                      "simfit/second_learner", rel=1e-9, abs=1e-12)
     assert_simfit_bar_follows(COMMITTED)
 
@@ -211,15 +211,15 @@ def test_the_constant_lr_sweep_is_a_block_of_its_own(docs):
     for name in FIRST + [SECOND]:
         assert doc["sweeps"][name] == fin["sweeps"][name], name
     replays = 2 * len(sw["budgets"])
-    for m in ("fixed n = 8", "profile-only", "cheap leader @0.05", sff.FROZEN, pm.SIMFIT_LR):
+    for m in ("fixed n = 8", "profile-only", "cheap leader @0.05", lrr.FROZEN, pm.SIMFIT_LR):
         assert block["summary"][m]["replays"] == replays, m
     assert doc["loso"]["reader_choice"][CONST]["trained_on"] == FIRST and CONST not in doc["loso"]["isosim_predict_choice"]
     bars = doc["simfit"]["blocks"]
-    assert set(bars["constant_lr"]) == {sff.FROZEN, pm.SIMFIT_LR} and pm.SIMFIT_LR in bars["second_learner"]
+    assert set(bars["constant_lr"]) == {lrr.FROZEN, pm.SIMFIT_LR} and pm.SIMFIT_LR in bars["second_learner"]
     assert docs["cheap"]["simfit"]["blocks"]["constant_lr"] == {}
     # under the sqrt rule the lr-aware calibration is the frozen one; at one lr for every n it is not
     for name in FIRST + [SECOND]:
         s = doc["sweeps"][name]["summary"]
-        assert s[pm.SIMFIT_LR] == s[sff.FROZEN], name
+        assert s[pm.SIMFIT_LR] == s[lrr.FROZEN], name
     c = block["summary"]
-    assert c[pm.SIMFIT_LR] != c[sff.FROZEN]
+    assert c[pm.SIMFIT_LR] != c[lrr.FROZEN]

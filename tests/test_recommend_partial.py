@@ -1,5 +1,5 @@
 """``isosim recommend --runs DIR --profile FILE``: a partial cheap set (one or two n) read by the
-calibrated simulator (isosim.predict.partial on isosim.predict.simfit_frozen), every other n simulated."""
+calibrated simulator (isosim.predict.partial on isosim.predict.lr_read at the calibration), every other n simulated."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import pytest
 import yaml
 from cli_helpers import one_line_error, run
 
+from isosim.predict import lr_read as lrr
 from isosim.predict import partial
-from isosim.predict import simfit_frozen as sff
 from isosim.sim.config import SimConfig
 from isosim.sim.engine import simulate
 from isosim.sim.presets import get_preset
+from isosim.validation import plane_methods as pm
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
@@ -84,22 +85,22 @@ def nine_sweep_regret(label: str, reading: str) -> tuple[float, int]:
     """The mean regret of ``label`` over the nine organism sweeps' replays and their number,
     recomputed from each replay's row of the committed scoring (not its ``overall`` block, which the
     code reads)."""
-    rows = [r for r in json.loads(sff.SCORES_FILE.read_text())["rows"] if r["method"] == label]
+    rows = [r for r in json.loads(lrr.SCORES_FILE.read_text())["rows"] if r["method"] == label]
     return float(np.mean([r[reading]["regret"] for r in rows])), len(rows)
 
 
 @pytest.mark.cpu_sensitive
 def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
-    grid = sff.grid_for(BUDGET, 16)
+    grid = partial.grid_for(BUDGET, 16)
     assert r["grid"] == grid == [2, 4, 8, 16, 32]
     last = max(row["rollouts"] for row in cheap["rows"]["n8_s0"])
     assert r["measured"] == {"8": last} and 0 < last <= 0.05 * BUDGET
     assert r["simulated"] == [2, 4, 16, 32]
     assert r["n"]["8"] == {**r["n"]["8"], "status": "measured", "seeds": [0, 1], "measured_to": last}
     assert all(r["n"][str(n)]["status"] == "simulated" and r["n"][str(n)]["measured_to"] is None for n in (2, 4, 16, 32))
-    assert r["method"] == sff.FROZEN and r["frozen"] is True
-    assert r["frozen_commit"] == json.loads(sff.FROZEN_FILE.read_text())["commit"]
+    assert r["method"] == lrr.FROZEN and r["frozen"] is True
+    assert r["frozen_commit"] == json.loads(lrr.FROZEN_FILE.read_text())["commit"]
     # the measured n = 8 sits within the band of the simulator's best (n = 16, by .009 of .015): kept
     for reading in ("best", "final"):
         rule = pick_by_the_rule(r[reading]["predicted_gain"], r["tie_band_value"], [8])
@@ -108,9 +109,9 @@ def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatc
     assert r["setting"] == {"b_p": 16, "n_train": 128, "n_val": 64, "warmup": 2}
     assert r["setting_from"]["n_train"] == "records (n_train)" and r["setting_from"]["warmup"].startswith("config.json")
     s = r["scores_nine_sweeps"]
-    assert s["replays"] == nine_sweep_regret(sff.FROZEN, "best")[1] == 120
+    assert s["replays"] == nine_sweep_regret(lrr.FROZEN, "best")[1] == 120
     for reading in ("best", "final"):
-        assert s[reading] == pytest.approx(nine_sweep_regret(sff.FROZEN, reading)[0], rel=1e-12)
+        assert s[reading] == pytest.approx(nine_sweep_regret(lrr.FROZEN, reading)[0], rel=1e-12)
         assert s["fixed n = 8"][reading] == pytest.approx(nine_sweep_regret("fixed n = 8", reading)[0], rel=1e-12)
         assert s[reading] < s["fixed n = 8"][reading]  # hence "marginally below" in the note
     assert f"{s['best']:.4f} vs {s['fixed n = 8']['best']:.4f}" in r["note"] and "marginally" in r["note"]
@@ -126,7 +127,7 @@ def test_one_n_is_the_frozen_method_and_says_what_was_measured(cheap, monkeypatc
 @pytest.mark.cpu_sensitive
 def test_two_n_is_the_two_run_calibration_and_says_it_is_worse_than_n_8(cheap, monkeypatch, capsys):
     r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
-    assert r["method"] == sff.TWO_RUNS and r["frozen"] is False
+    assert r["method"] == lrr.TWO_RUNS and r["frozen"] is False
     assert set(r["measured"]) == {"2", "8"} and r["simulated"] == [4, 16, 32]
     assert r["n"]["2"]["seeds"] == [0] and r["n"]["8"]["seeds"] == [0, 1]
     # both measured n sit within the band of the simulator's best (n = 16); n = 2's gain is the higher
@@ -134,13 +135,13 @@ def test_two_n_is_the_two_run_calibration_and_says_it_is_worse_than_n_8(cheap, m
         rule = pick_by_the_rule(r[reading]["predicted_gain"], r["tie_band_value"], [2, 8])
         assert (r[reading]["pick"], r[reading]["simulator_best"]) == rule == (2, 16), (reading, r[reading])
     s = r["scores_nine_sweeps"]
-    assert s["replays"] == nine_sweep_regret(sff.TWO_RUNS, "best")[1] == 92
+    assert s["replays"] == nine_sweep_regret(lrr.TWO_RUNS, "best")[1] == 92
     for reading in ("best", "final"):
-        assert s[reading] == pytest.approx(nine_sweep_regret(sff.TWO_RUNS, reading)[0], rel=1e-12)
+        assert s[reading] == pytest.approx(nine_sweep_regret(lrr.TWO_RUNS, reading)[0], rel=1e-12)
         assert s[reading] > s["fixed n = 8"][reading]
     assert "above a fixed n = 8's" in r["note"]
     # the exponent is fitted with two n (the frozen method keeps the prior's)
-    prior = json.loads(sff.FROZEN_FILE.read_text())["prior_for_a_new_learner"]["prior"]
+    prior = json.loads(lrr.FROZEN_FILE.read_text())["prior_for_a_new_learner"]["prior"]
     assert r["theta"]["power"] != pytest.approx(prior["power"][0], abs=1e-9)
 
 
@@ -182,7 +183,7 @@ def test_organism_hard_cheap_run_matches_the_committed_prediction(tmp_path, monk
     shutil.copy(src / "config.json", dst)
     lines = [x for x in (src / "records.jsonl").read_text().splitlines() if json.loads(x)["rollouts"] <= 5e3]
     dst.joinpath("records.jsonl").write_text("\n".join(lines) + "\n")
-    bank = sff.bank_of("organism_hard/hard-128")
+    bank = pm.bank_of("organism_hard/hard-128")
     seen = []
 
     def committed(profile, setting, n_values, budget, seeds=None):
@@ -191,12 +192,12 @@ def test_organism_hard_cheap_run_matches_the_committed_prediction(tmp_path, monk
         return bank
 
     partial._bank.cache_clear()
-    monkeypatch.setattr(sff, "user_bank", committed)
+    monkeypatch.setattr(partial, "user_bank", committed)
     r = _json(monkeypatch, capsys, tmp_path / "runs", RESULTS / "organism_hard" / "profile_t06.json", 1e5)
     partial._bank.cache_clear()
     assert seen == [{k: bank["setting"][k] for k in ("b_p", "n_train", "n_val", "warmup")}]
     curves = {8: {0: [(json.loads(x)["rollouts"], json.loads(x)["val_avg"]) for x in lines]}}
-    direct = sff.user_pick(bank, curves, sff.grid_for(1e5, 16), 1e5)
+    direct = lrr.at_calibration_pick(bank, curves, partial.grid_for(1e5, 16), 1e5)
     for reading in ("best", "final"):  # the records' loader rounds values at 1e-15
         got, want = r[reading], direct[reading]
         assert {k: got[k] for k in ("pick", "simulator_best", "within_band")} == {
@@ -269,17 +270,31 @@ def test_one_n_without_profile_is_refused(tmp_path, monkeypatch, capsys):
     one_line_error(code, err, "--val-size", "would be ignored")
 
 
-def test_a_bank_is_simulated_once_and_read_back(cheap, tmp_path, monkeypatch, capsys):
-    """The second call with the same inputs reads the cached bank (no simulation); a damaged entry
-    is simulated again."""
-    monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path / "cache"))
-    real, calls = sff.user_bank, []
+def test_the_runs_are_read_once_for_the_model_and_each_runs_lr(cheap, monkeypatch, capsys):
+    import isosim.integrations as integrations
+
+    real, calls = integrations.load_runs, []
 
     def counted(*a, **k):
         calls.append(a)
         return real(*a, **k)
 
-    monkeypatch.setattr(sff, "user_bank", counted)
+    monkeypatch.setattr(integrations, "load_runs", counted)
+    r = _json(monkeypatch, capsys, cheap["two"], cheap["profile"])
+    assert len(calls) == 1 and set(r["measured"]) == {"2", "8"} and len(r["lr"]["each"]) == len(cheap["rows"]) == 3
+
+
+def test_a_bank_is_simulated_once_and_read_back(cheap, tmp_path, monkeypatch, capsys):
+    """The second call with the same inputs reads the cached bank (no simulation); a damaged entry
+    is simulated again."""
+    monkeypatch.setenv("ISOSIM_CACHE", str(tmp_path / "cache"))
+    real, calls = partial.user_bank, []
+
+    def counted(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(partial, "user_bank", counted)
     partial._bank.cache_clear()
     first = _json(monkeypatch, capsys, cheap["one"], cheap["profile"])
     files = list((tmp_path / "cache").rglob("simfit_banks/*.json"))

@@ -210,14 +210,15 @@ def inspect_loaded(path: str | Path, df: pd.DataFrame, metric: str | None = None
                         unfinished=unfinished, cap=cap)
 
 
-def load_inspected(path: str | Path, metric: str | None = None, **kwargs):
+def load_inspected(path: str | Path, metric: str | None = None, raw: tuple[pd.DataFrame, str] | None = None, **kwargs):
     """:func:`load_runs` for a reader that compares n (``analyze``, ``recommend --runs``): the runs'
     damage named or refused (:func:`inspect_loaded`); where some run stopped short, every run is cut
-    at the budget every run reached. Returns (rows to compare, the line read with every damage
-    named, the :class:`isosim.records.Inspection`)."""
+    at the budget every run reached. ``raw``: what :func:`load_runs` already returned for ``path``
+    (not read again). Returns (rows to compare, the line read with every damage named, the
+    :class:`isosim.records.Inspection`)."""
     from isosim.records import at_common_budget
 
-    df, what = load_runs(path, **kwargs)
+    df, what = raw if raw is not None else load_runs(path, **kwargs)
     insp = inspect_loaded(path, df, metric)
     note = insp.note()
     return at_common_budget(insp.df, insp.reach), what + (f"; {note}" if note else ""), insp

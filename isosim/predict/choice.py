@@ -283,7 +283,7 @@ this, a pick is given and said to rest on a cheaper part than any scored"""
 
 def recommend_runs(path, budget: float, method: str | None = None, reading: str = "best",
                    maps: tuple[str, ...] | list[str] = (), sets: tuple[str, ...] | list[str] = (),
-                   metric: str | None = None) -> dict[str, Any]:
+                   metric: str | None = None, loaded: tuple | None = None) -> dict[str, Any]:
     """``recommend --runs``: the cheap runs' reader (:func:`isosim.predict.from_runs.recommend_from_runs`,
     frozen as the plane's method and left untouched) on the runs as every reader reads them
     (:func:`isosim.integrations.load_inspected`: damage named or refused, short runs named and every
@@ -291,8 +291,8 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     regret below 0 (an n outside the cheap leader's band valued above the pick) clipped at 0 with its raw
     value kept, the regime the cheap runs show and whether n matters. The pick and the band are the
     reader's own. ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs (as analyze's);
-    ``metric``: the records column read (default ``val_avg``; never a silent switch to another).
-    Refused where the cheap part reaches less than ``MIN_CHEAP_SHARE`` of the budget."""
+    ``metric``: the records column read (default ``val_avg``; never a silent switch to another);
+    ``loaded``: what :func:`isosim.integrations.load_inspected` already returned for ``path``. Refused where the cheap part reaches less than ``MIN_CHEAP_SHARE`` of the budget."""
     import pandas as pd
 
     from isosim.integrations import load_inspected
@@ -300,7 +300,7 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     from isosim.predict.partial import measured_n
     from isosim.records import blamed_on_short_runs
 
-    df, what, insp = load_inspected(path, metric, maps=maps, sets=sets)
+    df, what, insp = loaded if loaded is not None else load_inspected(path, metric, maps=maps, sets=sets)
     metric = insp.metric
     ns = measured_n(df, metric)
     if len(ns) == 1:

@@ -17,12 +17,26 @@ point ``(lr_0, B_0)`` where the user's lr was tuned (:class:`Anchor`). A run of 
    the cheap runs under that prior only where a measured run over-steps, else taken as it is.
 
 Every form of ``recommend --runs`` reads its runs through this one model: one measured n (the
-frozen calibration's cheap run), or every n (their cheap curves fit the step, the ceiling and the
-exponent, and the model carries each n to C). Where every run is at the calibration (``rho`` 1 for
-every n) the every-n form is the direct reader of the cheap part and the one-n form is the frozen
-method. With ``decay`` 0 (sd :data:`LEGACY_DECAY_SD`) and the anchor at 1,024 rollouts a step this
-is the method frozen at 07a27e7 (:mod:`isosim.predict.simfit_lr`), which fixed the anchor there
-whatever the runs' lr (a test checks they agree).
+frozen calibration's cheap run), two n, or every n (their cheap curves fit the step, the ceiling
+and the exponent, and the model carries each n to C). Where every run is at the calibration
+(``rho`` 1 for every n), one or two measured n are the frozen calibration itself
+(:func:`at_calibration_pick`: :func:`choose_calibrated` under the prior and tie band of
+:data:`FROZEN_FILE`) and every n reads the one n the frozen calibration was scored on.
+
+The frozen methods are these parameters, not other code:
+
+- **the frozen calibration** (:data:`FROZEN`, chosen by ``studies/scoring/simfit.py`` among twelve;
+  the commit, prior and tie band in :data:`FROZEN_FILE`): one cheap run of n = 8 to 5 % of C, the
+  step size and the ceiling fitted (:data:`ONE_FREE`), the measured n kept when it is in the band;
+  two measured n are :data:`TWO_RUNS`, the exponent fitted too (scored, not frozen);
+- **the method frozen at 07a27e7** (:data:`COMMIT_07A27E7`): the frozen calibration read from the
+  anchor :func:`anchor_07a27e7`, 1,024 rollouts a step whatever the runs' lr (the lr the runs' rule
+  gives that batch, so only the rule's name is read), with :data:`CALIBRATION_07A27E7` (a = 1, decay
+  prior 0 ± :data:`LEGACY_DECAY_SD`).
+
+Their committed predictions name the commit that made them (each sweep's ``manifest.json``);
+``tests/test_frozen_replay.py`` replays that commit's own files and checks this model at these
+parameters gives the same picks.
 """
 
 from __future__ import annotations
@@ -48,6 +62,16 @@ LEGACY_DECAY_SD = 1.0
 ROOT = Path(__file__).resolve().parents[2]
 LR_CALIBRATION_FILE = ROOT / "studies" / "results" / "organism_lr_grid" / "calibration.json"
 """the first organism's lr grid, fitted (``studies/scoring/lr_grid.py``)"""
+FROZEN_FILE = ROOT / "studies" / "results" / "simfit_method.json"
+"""the frozen calibration: its settings, prior for a new learner, tie band and the commit it was chosen at"""
+FROZEN = "simfit (no gap) n=8 @5% wide, stay"
+"""the frozen calibration (one measured n)"""
+TWO_RUNS = "simfit (no gap) n=2+32 @2.5% wide, stay"
+"""the calibration for two measured n (the exponent fitted too; scored on the nine sweeps, not frozen)"""
+VARIANT = "clusters64"
+"""the bank variant the calibration was frozen with (64 skill directions on the ``hard-flat`` recipe)"""
+SCORES_FILE = ROOT / "studies" / "results" / f"simfit_{VARIANT}.json"
+"""the simfit study's scores of every calibration on the nine organism sweeps, with their full fits"""
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,24 @@ def rho(lr: float, n: int, b_p: int, anchor: Anchor) -> float:
     if not (math.isfinite(lr) and lr > 0):
         raise IsosimError(f"a run of n = {n} has lr {lr}: a positive lr is needed to read it")
     return float(lr / (anchor.lr * (b_p * n / anchor.batch) ** CALIBRATED_EXPONENT))
+
+
+RULES = ("constant", "sqrt", "linear")
+"""the lr rules a run's lr follows across n: lr = base x (B_p n / reference batch) ** (0, 0.5, 1)"""
+
+
+def check_rule(rule: str) -> str:
+    """``rule`` if it is one of :data:`RULES`, else one clear error."""
+    if rule not in RULES:
+        raise IsosimError(f"unknown lr rule {rule!r}: one of {', '.join(RULES)}")
+    return rule
+
+
+def lrs_by_rule(ns: Sequence[int] | set[int], b_p: int, base: float, ref_batch: float, rule: str) -> dict[int, float]:
+    """Each n's lr by ``rule`` from ``base`` at ``ref_batch`` rollouts a step (``B_p n`` a step for n)."""
+    from isosim.sim.config import scaled_lr
+
+    return {int(n): scaled_lr(base, b_p * int(n), ref_batch, rule) for n in ns}
 
 
 def rhos(lrs: Mapping[int, float], b_p: int, anchor: Anchor) -> dict[int, float]:
@@ -252,3 +294,87 @@ def read_runs(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[
                 "lr": {str(int(n)): float(v) for n, v in sorted(lrs.items())},
                 "at_calibration": at_calibration({n: rho_n[n] for n in grid})})
     return got
+
+
+def frozen() -> dict[str, Any]:
+    """:data:`FROZEN_FILE`: the frozen calibration's settings, prior, tie band and commit."""
+    if not FROZEN_FILE.is_file():
+        raise IsosimError(f"the frozen simfit method is not here ({FROZEN_FILE} is missing: a full checkout has it)")
+    doc = json.loads(FROZEN_FILE.read_text())
+    if doc["method_label"] != FROZEN or doc["variant"]["name"] != VARIANT:
+        raise IsosimError(f"{FROZEN_FILE} freezes {doc['method_label']!r} ({doc['variant']['name']}), not {FROZEN!r}")
+    return doc
+
+
+def prior_and_band(doc: Mapping[str, Any] | None = None) -> tuple[dict[str, tuple[float, float]], float]:
+    """The frozen calibration's prior for a new learner and its tie band (of :func:`frozen`)."""
+    doc = frozen() if doc is None else doc
+    return ({p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()},
+            float(doc["settings"]["tie_band_value"]))
+
+
+def choose_calibrated(bank: Mapping[str, Any], points: Sequence[tuple[int, float, float]], grid: Sequence[int],
+                      budget: float, prior: Mapping[str, tuple[float, float]], free: Sequence[str], band: float,
+                      stay: Sequence[int] = ()) -> dict[str, Any]:
+    """Runs at the calibration (``rho`` 1 for every n), as the simfit study scored its calibrations:
+    :func:`isosim.predict.simfit.fit` of ``free`` to the measured ``points`` ((n, rollouts, value),
+    step 0 included) under ``prior``, every n of ``grid`` read at ``budget`` in both readings, and the
+    pick: the model's best n, or (``stay``) the best of the measured n that sit within ``band`` of it."""
+    res = sf.fit(bank, list(points), prior, free)
+    out: dict[str, Any] = {"theta": res["theta"], "v0": res["v0"], "rms": res["rms"], "points": res["points"]}
+    for reading in ("best", "final"):
+        vals = {int(n): sf.value(bank, res["theta"], n, budget, reading) for n in grid}
+        best = sf.pick(bank, res["theta"], grid, budget, reading)
+        top = max(vals.values())
+        kept = [n for n in stay if n in vals and vals[n] >= top - band]
+        out[reading] = {"pick": int(max(kept, key=lambda n: vals[n]) if kept else best), "simulator_best": int(best),
+                        "predicted_gain": {str(n): v for n, v in vals.items()},
+                        "within_band": sorted(n for n, v in vals.items() if v >= top - band)}
+    return out
+
+
+def at_calibration_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequence[tuple[float, float]]]],
+                        grid: Sequence[int], budget: float) -> dict[str, Any]:
+    """One or two measured n whose lr is the calibration's (seed -> curve, every seed's points in one
+    fit): one n is the frozen calibration (:data:`FROZEN`), two is :data:`TWO_RUNS` (the exponent
+    fitted too); :func:`choose_calibrated`, the measured n kept when in the band. Which n
+    were measured and to what rollouts is returned with the pick."""
+    if not runs:
+        raise IsosimError("no cheap runs to calibrate on")
+    if len(runs) > 2:
+        raise IsosimError(f"the calibrated simulator takes one or two measured n, got {len(runs)} "
+                          f"(n = {', '.join(map(str, sorted(runs)))}): every n is read by isosim.predict.lr_read")
+    doc = frozen()
+    label = FROZEN if len(runs) == 1 else TWO_RUNS
+    prior, band = prior_and_band(doc)
+    points = [(int(n), float(r), float(v)) for n, seeds in runs.items() for c in seeds.values() for r, v in c]
+    if not any(r > 0 for _, r, _ in points):
+        raise IsosimError("the cheap runs have no evaluation after step 0: nothing to calibrate on")
+    got = choose_calibrated(bank, points, grid, budget, prior, ONE_FREE if label == FROZEN else EVERY_FREE, band,
+                            tuple(sorted(runs)))
+    measured = {int(n): max(r for c in seeds.values() for r, _ in c) for n, seeds in runs.items()}
+    got.update({"method": label, "frozen": label == FROZEN, "frozen_commit": doc["commit"], "tie_band": band,
+                "measured": {str(n): measured[n] for n in sorted(measured)},
+                "simulated": [int(n) for n in grid if n not in measured], "budget": float(budget)})
+    return got
+
+
+COMMIT_07A27E7 = "07a27e7"
+"""the commit that froze the lr-aware method scored on the constant-lr sweeps (``isosim/predict/simfit_lr.py``
+there; its predictions are replayed from it by ``tests/test_frozen_replay.py``)"""
+ANCHOR_BATCH_07A27E7 = 1024.0
+"""07a27e7 read every run from the lr its rule gives 1,024 rollouts a step, whatever the runs' lr"""
+CALIBRATION_07A27E7 = LrCalibration()
+"""07a27e7's lr calibration: a = 1, decay prior 0 ± :data:`LEGACY_DECAY_SD` (fixed a priori)"""
+
+
+def anchor_07a27e7(base_lr: float, lr_ref_batch: float, rule: str) -> Anchor:
+    """The anchor of the method frozen at 07a27e7 for runs trained by ``rule`` from ``base_lr`` at
+    ``lr_ref_batch``: the lr the rule gives :data:`ANCHOR_BATCH_07A27E7` rollouts a step (so a run's
+    ``rho`` is ``(B_p n / 1024) ** (e - 0.5)``: only the rule's exponent ``e`` is read). With
+    :data:`CALIBRATION_07A27E7`, the frozen calibration's prior, tie band and cheap run, this model
+    is that method pick for pick."""
+    from isosim.sim.config import scaled_lr
+
+    return Anchor(scaled_lr(base_lr, ANCHOR_BATCH_07A27E7, lr_ref_batch, rule), ANCHOR_BATCH_07A27E7,
+                  f"{COMMIT_07A27E7}: the {rule} rule's lr at 1,024 rollouts a step")

@@ -2,13 +2,13 @@
 
 The runs (whatever ``isosim analyze`` reads: isosim records, TRL / verl TensorBoard logs, W&B CSV
 exports, through :func:`isosim.integrations.load_runs`) hold one or two n, any number of seeds, each
-run to a small share of the budget C. The calibrated simulator of
-:mod:`isosim.predict.simfit_frozen` reads them: a bank of the frozen recipe is simulated on the
-runs' setting and the base model's profile (:func:`~isosim.predict.simfit_frozen.user_bank`), the
-step size and the ceiling (and with two n the exponent) are fitted to the measured points, and every
-other n of the grid is simulated to C (:func:`~isosim.predict.simfit_frozen.user_pick`). One
-measured n is the frozen method; two is the two-run calibration (scored on the nine organism
-sweeps, not frozen).
+run to a small share of the budget C. The simfit model (:mod:`isosim.predict.simfit`) reads them
+through :mod:`isosim.predict.lr_read`: a bank of the frozen recipe is simulated on the runs' setting
+and the base model's profile (:func:`user_bank`), the step size and the ceiling (and with two n or
+more the exponent) are fitted to the measured points, each run read at its lr, and every other n of
+the grid is simulated to C. Where every run's lr is the calibration's, one measured n is the frozen
+method and two the two-run calibration (scored on the nine organism sweeps, not frozen):
+:func:`isosim.predict.lr_read.at_calibration_pick`.
 
 The setting the bank is simulated on:
 
@@ -38,7 +38,7 @@ import pandas as pd
 
 from isosim.errors import IsosimError
 from isosim.predict import lr_read as lrr
-from isosim.predict import simfit_frozen as sff
+from isosim.predict import simfit as sf
 
 DEFAULT_VAL_SIZE = 512
 """validation problems simulated when neither the runs nor ``--val-size`` say (SimConfig's default)"""
@@ -46,7 +46,7 @@ GRID_N = (2, 4, 8, 16, 32, 64, 128, 256)
 """the n compared (the plane's grid), with the measured n added; each kept where C affords 20 updates"""
 LR_ONE = "lr-read, one n"
 LR_EVERY = "lr-read, every n"
-SCORED_SHARE = {sff.FROZEN: 0.05, sff.TWO_RUNS: 0.025, LR_ONE: 0.05, LR_EVERY: 0.05}
+SCORED_SHARE = {lrr.FROZEN: 0.05, lrr.TWO_RUNS: 0.025, LR_ONE: 0.05, LR_EVERY: 0.05}
 """the share of C each measured n was run to where the method was scored"""
 
 
@@ -104,16 +104,15 @@ def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None)
     values follow across n (two n or more), else ``constant`` (TRL's and verl's practice: one lr
     for every n). A flag that contradicts the runs is refused."""
     from isosim.integrations.lr import infer_rule
-    from isosim.predict import simfit_lr as slr
 
     if given is not None:
-        slr.check_rule(given)
+        lrr.check_rule(given)
     found = {str(v) for v in _config_values(path, "lr_rule")}
     if len(found) > 1:
         raise IsosimError(f"the runs' config.json files hold several lr rules ({', '.join(sorted(found))}); "
                           "calibrate on runs of one rule")
     if found:
-        rule = slr.check_rule(found.pop())
+        rule = lrr.check_rule(found.pop())
         if given is not None and given != rule:
             raise IsosimError(f"--lr-rule {given} contradicts the runs' config.json (lr_rule {rule}): drop --lr-rule")
         return rule, "config.json (lr_rule)"
@@ -122,7 +121,7 @@ def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None)
     if "lr" in df.columns and "n" in df.columns:
         lrs = df.dropna(subset=["lr", "n"]).groupby("n")["lr"].first()
         rule = infer_rule([(b_p * int(n), float(v)) for n, v in lrs.items()])
-        if rule in slr.RULE_EXPONENT:
+        if rule in lrr.RULES:
             return rule, "the runs' lr across n"
     return "constant", "default (one lr for every n, as TRL and verl train; --lr-rule to change)"
 
@@ -179,27 +178,22 @@ def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
 
 
 def runs_lrs(path: Path, df: pd.DataFrame, ns: Sequence[int], b_p: int, rule: str) -> tuple[dict[int, float] | None, str]:
-    """Each n's lr: the measured n's own (one lr per n), every other n's by the runs' ``rule`` from
-    them; None where no run's lr is found."""
+    """Each n's lr: the measured n's own (one lr per n: runs of one n at several lrs are refused, as
+    every reader of runs refuses them), every other n's by the runs' ``rule`` from them; None where
+    no run's lr is found."""
     from isosim.integrations import lr as LR
+    from isosim.records import _check_lrs
 
-    per_run = LR.run_lrs(path, df)
-    by_n: dict[int, set] = {}
-    for r in per_run.values():
-        if r["lr"] is not None:
-            by_n.setdefault(int(r["n"]), set()).add(round(float(r["lr"]), 15))
-    mixed = {n: v for n, v in by_n.items() if len(v) > 1}
-    if mixed:
-        n, v = next(iter(sorted(mixed.items())))
-        raise IsosimError(f"the runs of n = {n} hold several lrs ({', '.join(f'{x:g}' for x in sorted(v))}): "
-                          "seeds of one n must share an lr; read one lr at a time")
-    if not by_n:
+    known = {run: r for run, r in LR.run_lrs(path, df).items() if r["lr"] is not None}
+    if not known:
         return None, "no run's lr found"
-    lrs = {n: v.pop() for n, v in by_n.items()}
+    _check_lrs(pd.DataFrame({"run_id": list(known), "n": [r["n"] for r in known.values()],
+                             "b_p": [r["b_p"] for r in known.values()], "lr": [r["lr"] for r in known.values()]}))
+    lrs = {int(r["n"]): round(float(r["lr"]), 15) for r in known.values()}
     bases = [LR.base_of(v, b_p * n, rule) for n, v in lrs.items()]
     base = float(sum(bases) / len(bases))
-    out = {int(n): lrs.get(int(n), LR.scaled_lr(base, b_p * int(n), LR.LR_REF_BATCH, rule)) for n in set(ns) | set(lrs)}
-    return out, "each run's own lr; every other n's by the runs' rule"
+    others = lrr.lrs_by_rule(set(ns) - set(lrs), b_p, base, LR.LR_REF_BATCH, rule)
+    return dict(sorted({**others, **lrs}.items())), "each run's own lr; every other n's by the runs' rule"
 
 
 def anchor_of(path: Path, lrs: Mapping[int, float], b_p: int, tuned_at: int | None) -> Any:
@@ -224,6 +218,54 @@ def anchor_of(path: Path, lrs: Mapping[int, float], b_p: int, tuned_at: int | No
                                               f"is {TUNED_AT_DEFAULT}); --lr-tuned-at N says where")
 
 
+def user_setting(b_p: int, n_train: int, n_val: int, warmup: int) -> dict[str, Any]:
+    """The setting a bank is simulated on for a user's cheap runs (checked here, simulated by
+    :func:`user_bank`)."""
+    for what, v in (("B_p", b_p), ("training-set size", n_train), ("validation-set size", n_val)):
+        if v < 1:
+            raise IsosimError(f"the cheap runs' {what} must be positive, got {v}")
+    return {"b_p": int(b_p), "n_train": int(n_train), "n_val": int(n_val), "warmup": int(max(warmup, 0))}
+
+
+def user_bank(profile: str | Path, setting: Mapping[str, Any], n_values: Sequence[int], budget: float,
+              seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """A bank of the frozen recipe and variant (:func:`isosim.predict.lr_read.frozen`) on the user's
+    setting (every n of ``n_values`` at every step size of the grid, to ``budget``): a few seconds to
+    two minutes on one core."""
+    from isosim.sim.presets import get_preset
+
+    doc = lrr.frozen()
+    settings = {**get_preset(doc["settings"]["recipe"]), **doc["variant"]["changes"], "profile": str(profile),
+                "n_train": int(setting["n_train"]), "n_val": int(setting["n_val"]), "b_p": int(setting["b_p"]),
+                "warmup": int(setting["warmup"])}
+    bank = sf.build_bank(settings, sorted(set(int(n) for n in n_values)), float(budget),
+                         tuple(doc["variant"]["bank_seeds"]) if seeds is None else tuple(seeds))
+    bank["setting"] = dict(setting)
+    return bank
+
+
+def grid_for(budget: float, b_p: int, n_values: Sequence[int] = GRID_N) -> list[int]:
+    """The n a budget affords at least 20 update steps of (the plane's grid rule)."""
+    from isosim.predict.sbi import MIN_STEPS
+
+    grid = sorted(int(n) for n in n_values if budget // (b_p * n) >= MIN_STEPS)
+    if not grid:
+        raise IsosimError(f"--budget {budget:g} affords fewer than {MIN_STEPS} update steps of n = {min(n_values)} at B_p {b_p}")
+    return grid
+
+
+def _nine_scores(label: str) -> dict[str, Any] | None:
+    """The calibration's scores on the nine organism sweeps (the simfit study's), for the note."""
+    if not lrr.SCORES_FILE.is_file():
+        return None
+    o = json.loads(lrr.SCORES_FILE.read_text())["overall"]
+    if label not in o:
+        return None
+    return {"replays": o[label]["replays"], "overhead": o[label]["mean_overhead"],
+            **{r: o[label][r]["mean_regret"] for r in ("best", "final")},
+            "fixed n = 8": {r: o["fixed n = 8"][r]["mean_regret"] for r in ("best", "final")}}
+
+
 def _profile_key(profile: str | Path) -> str:
     return hashlib.sha256(Path(profile).read_bytes()).hexdigest()
 
@@ -234,7 +276,7 @@ def bank_path(digest: str, setting: Mapping[str, Any], ns: tuple[int, ...], budg
     from isosim.files import cache_root
 
     key = json.dumps({"profile": digest, "setting": dict(sorted(setting.items())), "n": list(ns), "budget": float(budget),
-                      "frozen": sff.frozen()["commit"], "variant": sff.VARIANT}, sort_keys=True)
+                      "frozen": lrr.frozen()["commit"], "variant": lrr.VARIANT}, sort_keys=True)
     return cache_root() / "recommend" / "simfit_banks" / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
@@ -248,40 +290,49 @@ def _bank(profile: str, digest: str, setting: tuple, ns: tuple[int, ...], budget
             return json.loads(path.read_text())
         except (OSError, ValueError):
             pass  # a damaged cache entry is simulated again and overwritten
-    bank = sff.user_bank(profile, dict(setting), ns, budget)
+    bank = user_bank(profile, dict(setting), ns, budget)
     write_json(path, bank, indent=None)
     return bank
 
 
 def bank_for(profile: str | Path, setting: Mapping[str, Any], ns: list[int], budget: float) -> dict[str, Any]:
-    """:func:`isosim.predict.simfit_frozen.user_bank`, kept between calls (same profile bytes,
+    """:func:`user_bank`, kept between calls (same profile bytes,
     setting, n, budget and frozen method: the same bank, read from the cache; written atomically)."""
     return _bank(str(profile), _profile_key(profile), tuple(sorted(setting.items())), tuple(ns), float(budget))
 
 
-def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
-                      train_size: int | None = None, val_size: int | None = None,
-                      warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
-                      sets: Sequence[str] = (), lr_tuned_at: int | None = None) -> dict[str, Any]:
-    """The calibrated simulator's answer for the cheap runs at ``path`` (one n, two, or every n) at
-    ``budget``, each run read at the lr it had (:func:`runs_lrs`, from where it was set:
-    :func:`anchor_of`; ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs).
-    Where every n's lr is the calibration's (the sqrt rule from where it was set), one or two n are
-    the frozen method or the two-run calibration; otherwise :mod:`isosim.predict.lr_read` reads
-    them, one n or every n, with one model."""
-    from isosim.integrations import default_metric, load_competing_runs
-    from isosim.predict.from_runs import cheap_curves
+def check_request(profile: str | Path, budget: float, reading: str) -> int:
+    """What :func:`recommend_partial` checks before it reads the runs (the reading, the budget, the
+    profile); the profile's problem count."""
     from isosim.sim.profiles import read_profile
     from isosim.validation.readings import check_reading
 
     check_reading(reading)
     if not (budget and math.isfinite(budget) and budget > 0):
         raise IsosimError(f"--budget must be a positive number of rollouts, got {budget}")
-    problems = int(read_profile(profile).rates.size)
+    return int(read_profile(profile).rates.size)
+
+
+def recommend_partial(path: str | Path, profile: str | Path, budget: float, reading: str = "best",
+                      train_size: int | None = None, val_size: int | None = None,
+                      warmup: int | None = None, lr_rule: str | None = None, maps: Sequence[str] = (),
+                      sets: Sequence[str] = (), lr_tuned_at: int | None = None,
+                      raw: tuple[pd.DataFrame, str] | None = None) -> dict[str, Any]:
+    """The calibrated simulator's answer for the cheap runs at ``path`` (one n, two, or every n) at
+    ``budget``, each run read at the lr it had (:func:`runs_lrs`, from where it was set:
+    :func:`anchor_of`; ``maps``, ``sets``: ``--map`` and ``--set`` for TensorBoard and W&B logs;
+    ``raw``: what :func:`isosim.integrations.load_runs` already returned for ``path``).
+    Where every n's lr is the calibration's (the sqrt rule from where it was set), one or two n are
+    the frozen method or the two-run calibration; otherwise :mod:`isosim.predict.lr_read` reads
+    them, one n or every n, with one model."""
+    from isosim.integrations import default_metric, load_inspected
+    from isosim.predict.from_runs import cheap_curves
+
+    problems = check_request(profile, budget, reading)
     path = Path(path)
     # a run that stopped short of its planned budget: every run is read at the budget every run
     # reached, and the line read names it (as the direct reader does)
-    df, what, _ = load_competing_runs(path, maps=maps, sets=sets)
+    df, what, _ = load_inspected(path, maps=maps, sets=sets, raw=raw)
     metric = default_metric(df)
     by_seed, b_p, _ = cheap_curves(df, metric)
     runs: dict[int, dict[int, list]] = {}
@@ -295,16 +346,17 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
     setting, sources = setting_of(path, df, b_p, problems, train_size, val_size, warmup)
     rule, sources["lr_rule"] = lr_rule_of(path, df, b_p, lr_rule)
-    grid = sff.grid_for(budget, b_p, sorted(set(GRID_N) | set(runs)))
+    grid = grid_for(budget, b_p, sorted(set(GRID_N) | set(runs)))
     lrs, sources["lr"] = runs_lrs(path, df, grid, b_p, rule)
     anchor = anchor_of(path, lrs, b_p, lr_tuned_at) if lrs else None
     rho = lrr.rhos(lrs, b_p, anchor) if lrs else None
     calibrated = rho is None or lrr.at_calibration(rho)
-    setting = sff.user_setting(b_p, setting["n_train"], setting["n_val"], setting["warmup"])
+    setting = user_setting(b_p, setting["n_train"], setting["n_val"], setting["warmup"])
     t0 = time.perf_counter()
     bank = bank_for(profile, setting, sorted(set(grid) | set(runs)), budget)
     if calibrated and len(runs) <= 2:
-        got = sff.user_pick(bank, runs, grid, budget, "sqrt")
+        got = lrr.at_calibration_pick(bank, runs, grid, budget)
+        got["scores_nine_sweeps"] = _nine_scores(got["method"])
     else:
         if lrs is None:  # no lr found: every n read at the calibration's lr (said in the note)
             from isosim.sim.config import scaled_lr
@@ -345,9 +397,8 @@ def lr_read_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequen
                  grid: Sequence[int], budget: float, lrs: Mapping[int, float], anchor: Any) -> dict[str, Any]:
     """:func:`isosim.predict.lr_read.read_runs` under the frozen prior and tie band, with the learner's
     lr calibration: one n, or every n (two or more measured), with what :func:`note` reads."""
-    doc = sff.frozen()
-    prior = {p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()}
-    band = float(doc["settings"]["tie_band_value"])
+    doc = lrr.frozen()
+    prior, band = lrr.prior_and_band(doc)
     got = lrr.read_runs(bank, runs, grid, budget, lrs, anchor, prior, band, lrr.learner_calibration(),
                         every=len(runs) > 1)
     measured = {int(n): max(r for c in seeds.values() for r, _ in c) for n, seeds in runs.items()}
@@ -410,7 +461,7 @@ def lines(r: Mapping[str, Any]) -> list[str]:
     """``recommend --runs --profile`` in words."""
     other, = r["pick_other_reading"].items()
     kind = (f"the frozen method (frozen at {r['frozen_commit'][:7]})" if r["frozen"]
-            else "the two-run calibration (scored, not frozen)" if r["method"] == sff.TWO_RUNS
+            else "the two-run calibration (scored, not frozen)" if r["method"] == lrr.TWO_RUNS
             else "the frozen calibration read at each run's lr")
     st, src = r["setting"], r["setting_from"]
     th = r["theta"]
@@ -436,16 +487,17 @@ def lines(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def direct_lr_note(path: str | Path, budget: float, maps: Sequence[str] = (), sets: Sequence[str] = (),
-                   lr_tuned_at: int | None = None, metric: str | None = None) -> dict[str, Any] | None:
+def direct_lr_note(path: str | Path, df: pd.DataFrame, lr_tuned_at: int | None = None,
+                   metric: str | None = None) -> dict[str, Any] | None:
     """For ``recommend --runs`` without ``--profile``: where the runs' lr departs from what the
     calibration gives each n, why the direct reading of the cheap part can differ from the model's
-    (``--profile``), in one line; None where every run is at the calibration or no lr is found."""
-    from isosim.integrations import default_metric, load_competing_runs
+    (``--profile``), in one line; None where every run is at the calibration or no lr is found.
+    ``df``: the runs at ``path`` as the direct reader compares them
+    (:func:`isosim.integrations.load_inspected`)."""
+    from isosim.integrations import default_metric
     from isosim.predict.from_runs import cheap_curves
 
     path = Path(path)
-    df, _, _ = load_competing_runs(path, metric, maps=maps, sets=sets)
     metric = metric or default_metric(df)
     _, b_p, _ = cheap_curves(df, metric)
     ns = measured_n(df, metric)

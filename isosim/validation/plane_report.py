@@ -237,9 +237,9 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
     rule, :data:`isosim.validation.plane_methods.SIMFIT_LR`) with overhead <= 0.05 have mean regret
     no higher than :data:`SIMFIT_BAR`'s? With the replays on which it picked another n than 8 (a
     method that always picks 8 is the constant)."""
-    from isosim.predict import simfit_frozen as sff
+    from isosim.predict import lr_read as lrr
 
-    out: dict[str, Any] = {"frozen": sff.FROZEN, "frozen_at": sff.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
+    out: dict[str, Any] = {"frozen": lrr.FROZEN, "frozen_at": lrr.frozen()["commit"], "compared_with": list(SIMFIT_BAR),
                            "max_overhead": 0.05, "blocks": {}}
 
     def in_block(name: str, block: str) -> bool:
@@ -250,7 +250,7 @@ def simfit_bar(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dic
     for block in ("overall", "held_out", "all_sweeps", *APART):
         summary = (doc.get(block) or {}) if block not in APART else (doc.get(block) or {}).get("summary", {})
         entry = {}
-        for label in [*sff.CALIBRATIONS, pm.SIMFIT_LR]:
+        for label in [*pm.CALIBRATIONS, pm.SIMFIT_LR]:
             if label not in summary or any(b not in summary for b in SIMFIT_BAR):
                 continue
             v = summary[label]

@@ -7,9 +7,10 @@
 #
 # - the measured seed-mean validation avg@4 under each rule at matched rollouts (linear in ln
 #   rollouts between evaluations; only where every run of that n has reached them);
-# - one calibration of :mod:`isosim.predict.simfit_lr` fitted to *both* rules' n = 8 runs (both
-#   seeds, to ``--upto`` rollouts) with the same numbers (step, ceiling, decay) and only the rule
-#   differing, and its error for every n under each rule at the same points, in seed se.
+# - one calibration of the method frozen at 07a27e7 (:mod:`isosim.predict.lr_read` at 07a27e7's
+#   parameters: the anchor at 1,024 rollouts a step, no measured decay) fitted to *both* rules' n = 8
+#   runs (both seeds, to ``--upto`` rollouts) with the same numbers (step, ceiling, decay) and only
+#   the rule differing, and its error for every n under each rule at the same points, in seed se.
 #
 # Run: ``python studies/organism/const_vs_sqrt.py [--upto 5e4] [--out FILE]``
 # (default: ``organism_hard_const/const_vs_sqrt.json``). Under the sqrt rule the model has no decay
@@ -30,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from isosim.files import write_json  # noqa: E402
-from isosim.predict import simfit_frozen as sff  # noqa: E402
-from isosim.predict import simfit_lr as slr  # noqa: E402
+from isosim.predict import lr_read as lrr  # noqa: E402
 from isosim.validation import adaptive as ad  # noqa: E402
+from isosim.validation import plane_methods as pm  # noqa: E402
 from isosim.validation import readings as rd  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
@@ -67,17 +68,23 @@ def seed_se(table: dict) -> float:
     return math.sqrt(float(np.sum(np.square(devs))) / max(len(devs) - cells, 1) / 2)
 
 
+def rho_07a27e7(ns: list[int], b_p: int, rule: str) -> dict[int, float]:
+    """Each n's lr over the calibration's as the method frozen at 07a27e7 read it: from the lr the
+    runs' ``rule`` gives 1,024 rollouts a step (the lr itself cancels)."""
+    anchor = lrr.anchor_07a27e7(3e-4, 1024.0, rule)
+    return lrr.rhos(lrr.lrs_by_rule(ns, b_p, 3e-4, 1024.0, rule), b_p, anchor)
+
+
 def joint_fit(bank: dict, sweeps: dict, upto: float) -> dict:
     """One calibration from both rules' n = 8 runs: the step and ceiling shared, the decay read where
-    a run walks beyond the calibrated rule (:func:`isosim.predict.simfit_lr.fit` per rule, then the
-    shared numbers averaged: the rules share the learner, not the noise)."""
-    doc = sff.frozen()
-    prior = {p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()}
-    free = sff.CALIBRATIONS[sff.FROZEN]["free"]
+    a run walks beyond the calibrated rule (:func:`isosim.predict.lr_read.fit` per rule at 07a27e7's
+    parameters, then the shared numbers averaged: the rules share the learner, not the noise)."""
+    prior, _ = lrr.prior_and_band()
     fits = {}
     for rule, sw in sweeps.items():
         pts = [(8, float(r), float(v)) for c in sw["runs"][8].values() for r, v in ad.reveal(c, upto)]
-        fits[rule] = slr.fit(bank, pts, prior, free, rule)
+        fits[rule] = lrr.fit(bank, pts, rho_07a27e7([8], int(sw["b_p"]), rule), prior, lrr.ONE_FREE,
+                             lrr.CALIBRATION_07A27E7)
     shared = {p: float(np.mean([f["theta"][p] for f in fits.values()])) for p in fits["sqrt"]["theta"]}
     shared["decay"] = float(fits["constant"]["theta"].get("decay", 0.0))
     return {"per_rule": {r: {"theta": f["theta"], "v0": f["v0"], "rms": f["rms"]} for r, f in fits.items()},
@@ -92,7 +99,8 @@ def errors(bank: dict, fit: dict, table: dict, se: float) -> dict:
             if not row:
                 continue
             rs = np.array([float(k) for k in row])
-            pred = slr.predict_at(bank, fit["shared"], int(n), rs, fit["v0"], rule)
+            rho = rho_07a27e7([int(n)], int(bank["b_p"]), rule)[int(n)]
+            pred = lrr.predict_at(bank, fit["shared"], int(n), rs, fit["v0"], rho, lrr.CALIBRATION_07A27E7)
             meas = np.array([c["mean"] for c in row.values()])
             out.setdefault(rule, {})[n] = {"mean_abs_err_se": float(np.mean(np.abs(pred - meas)) / se),
                                            "predicted": dict(zip(row, pred.round(4).tolist()))}
@@ -117,7 +125,7 @@ def build(upto: float = 5e4, points: tuple = POINTS) -> dict:
     sweeps["constant"] = cheap_part(sweeps["constant"])  # the cheap part the study read (its records now go to 1e6)
     table = measured(sweeps, points)
     se = seed_se(table)
-    bank = sff.bank_of("organism_hard/hard-128")
+    bank = pm.bank_of("organism_hard/hard-128")
     fit = joint_fit(bank, sweeps, upto)
     return {"about": "the second organism under the sqrt and the constant lr rule, per n at matched rollouts; "
                      "one lr-aware calibration of both",

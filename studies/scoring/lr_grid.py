@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 from isosim.files import write_json  # noqa: E402
 from isosim.predict import lr_read as lrr  # noqa: E402
 from isosim.predict import simfit as sf  # noqa: E402
-from isosim.predict import simfit_frozen as sff  # noqa: E402
 from isosim.validation import adaptive as ad  # noqa: E402
+from isosim.validation import plane_methods as pm  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
 GRID = RESULTS / "organism_lr_grid"
@@ -152,7 +152,7 @@ def reproduction(runs: dict) -> dict:
 
 def main() -> dict:
     runs = load()
-    bank = sff.bank_of(BANK_SWEEP)
+    bank = pm.bank_of(BANK_SWEEP)
     table = values(runs)
     fitted = fit_calibration(runs, bank)
     decay, se = fitted["theta"]["decay"], fitted["se"]["decay"]

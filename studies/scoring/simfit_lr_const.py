@@ -1,12 +1,19 @@
 # %% [markdown]
 # # The lr-aware frozen method applied to the constant-lr sweep, prospectively
 #
-# :mod:`isosim.predict.simfit_lr` is the frozen simfit method ("simfit (no gap) n=8 @5% wide,
-# stay", ``studies/results/simfit_method.json``) read under the lr rule a sweep's runs were trained
-# with: the step's exponent shifted by the rule's, and a decay for the walk a run takes beyond the
-# calibrated sqrt rule, fitted to the cheap run. Under the sqrt rule it is the frozen method; this
-# script checks that first, on the second organism's sqrt-rule sweep, against the committed
-# ``organism_hard/prediction_simfit.json`` (every pick equal).
+# The method frozen at 07a27e7 is the frozen simfit method ("simfit (no gap) n=8 @5% wide, stay",
+# ``studies/results/simfit_method.json``) read under the lr rule a sweep's runs were trained with:
+# the step's exponent shifted by the rule's, and a decay for the walk a run takes beyond the
+# calibrated sqrt rule, fitted to the cheap run. It is :mod:`isosim.predict.lr_read` at 07a27e7's
+# parameters (the anchor at 1,024 rollouts a step by the runs' rule, ``CALIBRATION_07A27E7``: decay
+# prior 0 ± 1.0). Under the sqrt rule it is the frozen method; this script checks that first, on the
+# second organism's sqrt-rule sweep, against the committed ``organism_hard/prediction_simfit.json``
+# (every pick equal).
+#
+# The committed ``organism_hard_const/prediction_simfit_lr.json`` was written by this script at
+# commit 07a27e7 (with ``isosim/predict/simfit_lr.py`` there: the hashes in its ``inputs``);
+# ``tests/test_frozen_replay.py`` replays that commit's files, and checks this script's picks today
+# are the committed ones.
 #
 # Then, on ``organism_hard_const/hard-128`` (the same learner, recipe and setting, every n at lr
 # 3e-4): per C in 1e5, 3e5, 1e6 and per seed, that seed's n = 8 run revealed to 5 % of C, fitted
@@ -16,7 +23,8 @@
 # The pick stays n = 8 unless the model puts it more than the frozen tie band below its best n.
 # Also written: the pick from both seeds' n = 8 runs in one fit (what ``recommend --runs`` gives).
 #
-# Run: ``python studies/scoring/simfit_lr_const.py`` -> ``organism_hard_const/prediction_simfit_lr.json``
+# Run: ``python studies/scoring/simfit_lr_const.py [--out FILE]``: the picks recomputed, said beside the
+# committed ones (written to ``--out`` only: the committed file is the record made at 07a27e7)
 
 # %%
 from __future__ import annotations
@@ -30,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from isosim.files import write_json  # noqa: E402
-from isosim.predict import simfit_frozen as sff  # noqa: E402
-from isosim.predict import simfit_lr as slr  # noqa: E402
+from isosim.predict import lr_read as lrr  # noqa: E402
 from isosim.validation import adaptive as ad  # noqa: E402
+from isosim.validation import plane_methods as pm  # noqa: E402
 from isosim.validation import readings as rd  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results"
@@ -52,17 +60,28 @@ def rule_of(sweep: Path) -> str:
     rules = {json.loads(p.read_text()).get("lr_rule", "sqrt") for p in sweep.glob("n*_bp*_s*/config.json")}
     if len(rules) != 1:
         raise SystemExit(f"{sweep}: the runs hold lr rules {sorted(rules)}, not one")
-    return slr.check_rule(rules.pop())
+    return lrr.check_rule(rules.pop())
 
 
-def replay(sweep: Path, bank: dict, rule: str) -> tuple[dict, list, dict]:
-    """Per reading, seed -> picks at :data:`BUDGETS`; the replays' detail; the pooled picks."""
-    doc = sff.frozen()
-    spec = sff.CALIBRATIONS[sff.FROZEN]
-    prior = {p: tuple(v) for p, v in doc["prior_for_a_new_learner"]["prior"].items()}
-    band = float(doc["settings"]["tie_band_value"])
+def lr_base_of(sweep: Path) -> tuple[float, float]:
+    """The runs' ``base_lr`` and ``lr_ref_batch`` (config.json; 3e-4 at 1,024 where a run predates them)."""
+    seen = {(float(c.get("base_lr") or 3e-4), float(c.get("lr_ref_batch") or 1024))
+            for c in (json.loads(p.read_text()) for p in sweep.glob("n*_bp*_s*/config.json"))}
+    if len(seen) != 1:
+        raise SystemExit(f"{sweep}: the runs hold lr settings {sorted(seen)}, not one")
+    return seen.pop()
+
+
+def replay(sweep: Path, bank: dict, rule: str, cal: lrr.LrCalibration = lrr.CALIBRATION_07A27E7) -> tuple[dict, list, dict]:
+    """Per reading, seed -> picks at :data:`BUDGETS`; the replays' detail; the pooled picks. ``cal``:
+    07a27e7's lr calibration (another only to ask how the picks hinge on its decay prior)."""
+    spec = pm.CALIBRATIONS[lrr.FROZEN]
+    prior, band = lrr.prior_and_band()
     sw = ad.load_sweep(sweep)
     ns = sorted(sw["runs"])
+    base, ref = lr_base_of(sweep)
+    anchor = lrr.anchor_07a27e7(base, ref, rule)
+    rho = lrr.rhos(lrr.lrs_by_rule(set(ns) | set(spec["cheap"]), int(sw["b_p"]), base, ref, rule), int(sw["b_p"]), anchor)
     picks: dict = {r: {} for r in rd.READINGS}
     pooled: dict = {r: [] for r in rd.READINGS}
     detail = []
@@ -73,13 +92,13 @@ def replay(sweep: Path, bank: dict, rule: str) -> tuple[dict, list, dict]:
             seen = {n: ad.reveal(sw["runs"][n][seed], s * budget) for n, s in spec["cheap"].items()}
             pts = [(n, float(r), float(v)) for n, c in seen.items() for r, v in c]
             seen_all += pts
-            got = slr.choose(bank, pts, grid, budget, prior, spec["free"], band, tuple(spec["cheap"]), rule)
+            got = lrr.choose(bank, pts, grid, budget, rho, prior, spec["free"], band, tuple(spec["cheap"]), cal)
             detail.append({"budget": budget, "seed": int(seed), "points": len(pts),
                            "last_rollouts": {str(n): c[-1][0] for n, c in seen.items()}, "grid": grid,
                            **{k: got[k] for k in ("theta", "v0", "rms", "best", "final")}})
             for reading in rd.READINGS:
                 picks[reading].setdefault(f"seed {seed}", []).append(int(got[reading]["pick"]))
-        both = slr.choose(bank, seen_all, grid, budget, prior, spec["free"], band, tuple(spec["cheap"]), rule)
+        both = lrr.choose(bank, seen_all, grid, budget, rho, prior, spec["free"], band, tuple(spec["cheap"]), cal)
         for reading in rd.READINGS:
             pooled[reading].append(int(both[reading]["pick"]))
     return picks, detail, pooled
@@ -95,18 +114,18 @@ def check_sqrt(bank: dict) -> None:
 
 
 def predict() -> dict:
-    bank = sff.bank_of(BANK_SWEEP)
+    bank = pm.bank_of(BANK_SWEEP)
     if bank is None:
         raise SystemExit(f"no committed bank for {BANK_SWEEP}")
     check_sqrt(bank)
     rule = rule_of(SWEEP)
     picks, detail, pooled = replay(SWEEP, bank, rule)
-    doc = sff.frozen()
-    spec = sff.CALIBRATIONS[sff.FROZEN]
+    doc = lrr.frozen()
+    spec = pm.CALIBRATIONS[lrr.FROZEN]
     upto = max(BUDGETS) * max(spec["cheap"].values())
     inputs = {}
-    for p in (sff.EXTRA_BANKS[BANK_SWEEP][0], sff.FROZEN_FILE, ROOT / "isosim/predict/simfit.py",
-              ROOT / "isosim/predict/simfit_lr.py", Path(__file__)):
+    for p in (pm.EXTRA_BANKS[BANK_SWEEP][0], lrr.FROZEN_FILE, ROOT / "isosim/predict/simfit.py",
+              ROOT / "isosim/predict/lr_read.py", Path(__file__)):
         inputs[str(p.relative_to(ROOT))] = hashlib.sha256(p.read_bytes()).hexdigest()
     for rec in sorted(SWEEP.glob("n8_bp*_s*/records.jsonl")):
         lines = []
@@ -121,7 +140,7 @@ def predict() -> dict:
         "budgets": list(BUDGETS), "cheap_runs": {str(n): s for n, s in spec["cheap"].items()},
         "cheap_budgets": [max(spec["cheap"].values()) * b for b in BUDGETS],
         "n_values": sorted(int(n) for n in bank["curves"]), "tie_band": float(doc["settings"]["tie_band_value"]),
-        "prior": doc["prior_for_a_new_learner"]["prior"], "decay_prior_sd": slr.DECAY_SD,
+        "prior": doc["prior_for_a_new_learner"]["prior"], "decay_prior_sd": lrr.CALIBRATION_07A27E7.decay_sd,
         "read": "the committed bank of the same setting and each seed's n = 8 records at or below 5 % of C",
         "picks": picks, "pooled_seeds_picks": pooled, "replays": detail, "inputs": inputs,
         "checked": "under the sqrt rule it reproduces organism_hard/prediction_simfit.json's picks exactly",
@@ -132,10 +151,21 @@ def predict() -> dict:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="the method frozen at 07a27e7 on the constant-lr sweep, recomputed")
+    ap.add_argument("--out", type=Path, default=None, help="write the recomputed entry here (never the committed file)")
+    args = ap.parse_args()
+    if args.out is not None and args.out.resolve() == OUT.resolve():
+        raise SystemExit(f"{OUT} is the record made at 07a27e7: give another --out")
     doc = predict()
-    write_json(OUT, doc)
+    if args.out is not None:
+        write_json(args.out, doc)
     d = doc[KEY]
-    print(json.dumps(d["picks"]), json.dumps(d["pooled_seeds_picks"]))
+    committed = json.loads(OUT.read_text())[KEY]
+    same = d["picks"] == committed["picks"] and d["pooled_seeds_picks"] == committed["pooled_seeds_picks"]
+    print(json.dumps(d["picks"]), json.dumps(d["pooled_seeds_picks"]),
+          "= the committed picks" if same else "DIFFER from the committed picks")
     for row in d["replays"]:
         print(row["budget"], row["seed"], {k: round(v, 3) for k, v in row["theta"].items()},
               {r: (row[r]["pick"], row[r]["simulator_best"], row[r]["within_band"]) for r in ("best", "final")})
