@@ -157,3 +157,16 @@ def test_recommend_and_validate_dry_run_agree_for_one_training_set_size(tmp_path
                           cwd=root, capture_output=True, text=True, env=env).stdout
     assert "training-set size simulated: 500 (given)" in text and "uncalibrated" in text
     assert "profile-only picked n" in text  # the committed scoreboard's track record
+
+
+def test_the_saturation_words_agree_within_one_answer():
+    """hard at 1e9 (read at the bank's cap, 1e7): the fit's upper level (34) lies inside the grid but is not
+    reached by C / 10, so n_sat is none for that reason, not "where the grid stops"; n* flat over the last
+    decade is said as read per budget, not as a saturation."""
+    from isosim.predict import recommend as rec
+
+    j = rec.recommend(1e9, preset="hard").to_json()
+    assert j["n_sat"] is None and "does not reach its upper level" in j["n_sat_reason"]
+    assert "where the grid stops" not in j["n_sat_reason"]
+    text = j["n_matters"]["line"]
+    assert "not rising over the last decade" in text and "saturated" not in text

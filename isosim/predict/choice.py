@@ -155,7 +155,8 @@ def regime(budgets: list[float], n_star: list[int], learning: list[bool] | None)
         txt = f"n* rising with budget (n* {lo} at {b[i]:.3g}, {hi} at {b[-1]:.3g}: {octaves:+.0f} octaves)"
     else:
         name = "saturated low" if hi <= 8 else "saturated"
-        txt = (f"n* not rising ({name}: n* {lo} at {b[i]:.3g}, {hi} at {b[-1]:.3g})")
+        txt = (f"n* not rising over the last decade (n* {lo} at {b[i]:.3g}, {hi} at {b[-1]:.3g}; read per budget, "
+               "not a fitted n_sat)")
     return {"regime": name, "text": txt, "n_before": lo, "n_at": hi, "budget_before": float(b[i])}
 
 

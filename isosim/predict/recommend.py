@@ -305,9 +305,11 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
                         if any("distinct n" in w for w in result["warnings"]) else
                         "no learning simulated: no simulated budget gains beyond the seed noise")
     elif not saturated:
+        why = (f"the fitted upper level {fit_upper:.0f} sits at the grid's floor" if result["fit"].get("at_floor") else
+               f"the fitted upper level {fit_upper:.0f} is where the grid stops" if not result["fit"].get("saturated") else
+               f"the fitted n*(C) does not reach its upper level, {fit_upper:.0f}, by C / 10")
         n_sat_reason = (f"not saturated by C = {top:.3g}: n* reached no plateau inside the simulated grid a decade "
-                        f"before it (the fitted upper level {fit_upper:.0f} is where the grid stops, not a "
-                        "saturation point)")
+                        f"before it ({why}: not a saturation point)")
     else:
         n_sat_reason = None
     if sure["expected_regret"] is not None:
