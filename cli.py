@@ -302,7 +302,7 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
     from isosim import records
     from isosim.files import dumps_json
     from isosim.integrations import load_inspected, load_runs
-    from isosim.predict import choice, partial, stepcurve
+    from isosim.predict import choice, partial
 
     raw = load_runs(runs, maps=maps, sets=sets)  # read once: the reader, each run's lr and the lr note
     loaded = load_inspected(runs, metric, raw=raw)
@@ -314,7 +314,7 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
         return r
     typer.echo(f"{runs}: {r['read']}; metric {r['metric']}; cheap part {r['cheap_rollouts']:.3g} rollouts per run "
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}"
-               + (f" ({stepcurve.METHOD_WORDS[r['method']]})" if r["method"] in stepcurve.METHOD_WORDS else "")
+               + (f" ({choice.READER_WORDS[r['method']]})" if r["method"] in choice.READER_WORDS else "")
                + f"; reading {reading}")
     if r.get("cheap_caveat"):
         typer.echo(r["cheap_caveat"])

@@ -272,6 +272,10 @@ def runs_as_read(path, df: pd.DataFrame, reach, as_table: bool = False) -> Itera
         yield table
 
 
+READER_WORDS = {"level": "each n's last cheap value carried flat to C, in either reading; --method best-level reads its best",
+                "best-level": "each n's best cheap value, carried flat to C in either reading"}
+"""what the flat readers of :mod:`isosim.predict.stepcurve` read, in the words ``recommend --runs`` prints
+beside their name (kept here: stepcurve's file is the plane's frozen code)"""
 MIN_CHEAP_SHARE = 0.01
 """the least share of C the cheap runs must reach for a pick. The readers were scored on the plane
 with cheap parts of 2.5 % to 20 % of C (``isosim.validation.plane.SHARES``); below 1 %, a cheap part

@@ -38,9 +38,6 @@ from isosim.validation.readings import check_reading
 
 Curve = Sequence[tuple[float, float]]
 METHODS = ("level", "best-level", "lc-sigmoid", "steps", "steps-near", "steps-offset", "steps-sigmoid")
-METHOD_WORDS = {"level": "each n's last cheap value carried flat to C, in either reading; --method best-level reads its best",
-                "best-level": "each n's best cheap value, carried flat to C in either reading"}
-"""what the flat readers read, in the words ``recommend --runs`` prints beside their name"""
 NEAR_OCTAVES = 2.0
 
 
