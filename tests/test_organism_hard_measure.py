@@ -417,17 +417,24 @@ def test_the_lr_read_bar_scores_each_form_pooled_and_per_seed_against_n_8_and_th
     assert cell["n = 8 regret"] == pytest.approx(0.2, abs=1e-9) and cell["no_higher_than_fixed"] and not cell["within_1se"]
 
 
-def test_the_one_lr_for_n_8_sweeps_predictions_are_read_whole_and_wait_for_its_records():
+def test_the_one_lr_for_n_8_sweeps_predictions_are_read_whole_and_wait_for_its_records(tmp_path):
     """Its manifest's entries (the cheap readers; the lr-read forms, 07a27e7 and the cheap leader per
-    seed and pooled), each checked against its hash; on the committed cheap part (every run to 5e4)
-    every pick is at a budget not reached yet."""
+    seed and pooled), each checked against its hash; on its cheap part (every run cut at 5e4, what was
+    committed before the predictions) every pick is at a budget not reached yet."""
     key = "organism-hard-256-const8"
     preset = hm.SWEEPS[key]
     picks = hm.committed_predictions(preset["manifest"], key)
     lr = [p for p in picks if p["reads"] == "lr-read"]
     assert len(lr) == 4 * 2 * 3 * 3 and {p["budget"] for p in picks} == {1e5, 3e5, 1e6}
     assert {p["label"].split(" (")[0] for p in lr} == set(hm.LR_READ_FORMS + hm.LR_READ_BESIDE)
-    doc = hm.build(preset["runs"], budgets=(1e4, 3e4, 1e5), partial=True, manifest=preset["manifest"], sweep=key,
+    cut = tmp_path / "hard-256"
+    for run in sorted(preset["runs"].glob("n*_bp*_s*")):
+        (cut / run.name).mkdir(parents=True)
+        (cut / run.name / "config.json").write_bytes((run / "config.json").read_bytes())
+        (cut / run.name / "records.jsonl").write_text("".join(
+            line + "\n" for line in (run / "records.jsonl").read_text().splitlines()
+            if line.strip() and json.loads(line)["rollouts"] <= 5e4))
+    doc = hm.build(cut, budgets=(1e4, 3e4, 1e5), partial=True, manifest=preset["manifest"], sweep=key,
                    n_boot=100)
     assert doc["partial"] and doc["budgets"] == [1e4, 3e4]
     assert doc["predictions"]["scored"] == [] and len(doc["predictions"]["not_reached"]) == len(picks)
