@@ -63,6 +63,17 @@ def row_at(measured: Mapping[str, Any], reading: str, budget: float) -> dict[str
     return next(r for r in measured["readings"][reading]["n_star"] if r["budget"] == budget)
 
 
+def gain_over_fixed(measured: Mapping[str, Any], reading: str, budget: float, picks: Sequence[int], fixed: int = 8,
+                    seeds: Mapping[int, int] | None = None) -> tuple[float, float]:
+    """The mean of ``picks``' seed means minus n = ``fixed``'s at ``budget`` in ``reading``, and that gain
+    in se of the difference (0 where every pick is ``fixed``); ``seeds``: runs per n (default the reading's)."""
+    row = row_at(measured, reading, budget)
+    w = weights_of(picks, minus=fixed)
+    gain = sum(v * row["mean"][str(n)] for n, v in w.items())
+    seeds = seeds_per_n(measured, reading) if seeds is None else seeds
+    return gain, (gain / sum_se(row["seed_se"], w, seeds) if w else 0.0)
+
+
 def picks_scored(measured: Mapping[str, Any], picks: Mapping[str, Mapping[str, Sequence[int]]],
                  budgets: Sequence[float] = BAR_BUDGETS, fixed: int = 8) -> dict[str, Any]:
     """Per-seed picks (reading -> seed label -> one pick per budget) scored as the bar scores them:
@@ -78,11 +89,9 @@ def picks_scored(measured: Mapping[str, Any], picks: Mapping[str, Mapping[str, S
             cell = [int(p[i]) for p in per_seed.values()]
             best = max(row["mean"].values())
             regret = sum(best - row["mean"][str(n)] for n in cell) / len(cell)
-            w = weights_of(cell, minus=fixed)
-            gain = sum(v * row["mean"][str(n)] for n, v in w.items())
+            gain, gain_se = gain_over_fixed(measured, reading, b, cell, fixed, seeds)
             out["cells"][(reading, float(b))] = {
-                "picks": cell, "regret": regret,
-                "gain_over_fixed": gain, "gain_in_se": gain / sum_se(row["seed_se"], w, seeds) if w else 0.0}
+                "picks": cell, "regret": regret, "gain_over_fixed": gain, "gain_in_se": gain_se}
             in_se.append(regret / (row["seed_se"] * math.sqrt(2)))
         out["mean_in_se"][reading] = sum(in_se) / len(in_se)
     return out
@@ -92,13 +101,9 @@ def bar_gains(measured: Mapping[str, Any]) -> dict[tuple[str, float], float]:
     """(reading, budget) -> the lr-aware method's gain over a fixed n = 8 in the committed bar
     (``bar``: the mean over its per-seed picks), in se of that difference."""
     seeds = seeds_per_n(measured, "best")
-    out = {}
-    for r in measured["bar"]["rows"]:
-        row = row_at(measured, r["reading"], r["budget"])
-        w = weights_of(r["method"]["picks"], minus=8)
-        out[(r["reading"], float(r["budget"]))] = \
-            (sum(v * row["mean"][str(n)] for n, v in w.items()) / sum_se(row["seed_se"], w, seeds)) if w else 0.0
-    return out
+    return {(r["reading"], float(r["budget"])): gain_over_fixed(measured, r["reading"], r["budget"], r["method"]["picks"],
+                                                                seeds=seeds)[1]
+            for r in measured["bar"]["rows"]}
 
 
 def scored_in_se(measured: Mapping[str, Any], label: str, reading: str) -> list[float]:

@@ -194,7 +194,7 @@ def test_what_is_validated_says_what_the_committed_results_say():
     # difference of two seed means, the lr-aware method's gain over n = 8 in the same unit, all read from the
     # constant-lr sweep's read-out (tests/measured_helpers.py); the bar: 2 se over n = 8 in five of six cells, not
     # the cheap leader in three
-    from measured_helpers import bar_gains, row_at, rule_gaps, seeds_per_n, sum_se, weights_of
+    from measured_helpers import bar_gains, gain_over_fixed, rule_gaps, seeds_per_n
 
     body = " ".join(section(README, "What is validated, and what is not").split())
     const = json.loads((results / "organism_hard_const" / "measured.json").read_text())
@@ -224,10 +224,7 @@ def test_what_is_validated_says_what_the_committed_results_say():
     pooled = [s for s in const["predictions"]["scored"] if s["label"].startswith("simfit lr-aware")
               and s["label"].endswith("(both seeds pooled)")]
     seeds = seeds_per_n(const, "best")
-    won = []
-    for s in pooled:
-        row, w = row_at(const, s["reading"], s["budget"]), weights_of([s["pick"]], minus=8)
-        won += [sum(v * row["mean"][str(n)] for n, v in w.items()) / sum_se(row["seed_se"], w, seeds)] if w else []
+    won = [gain_over_fixed(const, s["reading"], s["budget"], [s["pick"]], seeds=seeds)[1] for s in pooled if s["pick"] != 8]
     assert len(pooled) == 6 and len(won) == 3 and min(won) >= 2
     assert sum(s["pick"] == 8 for s in pooled) == 3
     assert ("in three from both seeds' runs (`recommend --runs`'s pick; n = 8 elsewhere), and missed its bar: "
