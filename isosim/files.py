@@ -253,6 +253,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _under(folder: Path, path: str | Path) -> str:
+    """``path``'s name in ``folder``'s ledger: relative to the folder."""
+    return str(Path(path).resolve().relative_to(folder.resolve()))
+
+
 def read_ledger(folder: str | Path) -> dict[str, str]:
     """What isosim last wrote under ``folder`` (relative path -> sha256); {} where nothing is recorded
     (or the record is unreadable: then every file there counts as not isosim's)."""
@@ -270,10 +275,8 @@ def not_as_written(folder: str | Path, paths: Any) -> list[Path]:
     ledger = read_ledger(folder)
     out = []
     for p in map(Path, paths):
-        if p.is_file():
-            rel = str(p.resolve().relative_to(folder.resolve()))
-            if ledger.get(rel) != _sha256(p.read_bytes()):
-                out.append(p)
+        if p.is_file() and ledger.get(_under(folder, p)) != _sha256(p.read_bytes()):
+            out.append(p)
     return out
 
 
@@ -295,9 +298,7 @@ def ledger_text(folder: str | Path, written: dict[Path, bytes]) -> str:
     what it already records of files still there."""
     folder = Path(folder)
     ledger = {k: v for k, v in read_ledger(folder).items() if (folder / k).is_file()}
-    for p, data in written.items():
-        rel = str(Path(p).resolve().relative_to(folder.resolve()))
-        ledger[rel] = _sha256(data)
+    ledger.update({_under(folder, p): _sha256(data) for p, data in written.items()})
     return dumps_json({"about": "files isosim wrote here and the sha256 of what it wrote: a file that no longer "
                                 "matches is not overwritten without --force", "files": dict(sorted(ledger.items()))},
                       indent=1) + "\n"
