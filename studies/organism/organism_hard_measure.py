@@ -329,30 +329,32 @@ def lr_acceptance(runs: Mapping[int, Mapping[int, rd.Curve]], scored: Sequence[M
     mean regret of each seed's own pick (as the plane scores a replay). A version *meets* the bar
     when its regret is no higher than the fixed n's in every budget-reading and within 1 se of the
     difference of hindsight in all but at most one."""
+    cells_at = [(reading, float(b)) for reading in rd.READINGS for b in budgets]
+    truths = {(reading, b): rd.truth_at(runs, b, reading) for reading, b in cells_at}
+    fixed_at = {key: (rd.regret(t, fixed)["regret"], _gap_se(runs, key[1], key[0], int(t["best"]), fixed))
+                for key, t in truths.items()}
+
+    def cell(form: str, version: str, reading: str, b: float) -> dict[str, Any] | None:
+        at = [x for x in scored if x["reading"] == reading and x["budget"] == b]
+        mine = ([x for x in at if x["label"] == f"{form} (both seeds pooled)"] if version == "pooled" else
+                [x for x in at if x["label"].startswith(f"{form} (seed ")])
+        if not mine:
+            return None
+        best = int(truths[(reading, b)]["best"])
+        reg = float(np.mean([x["regret"] for x in mine]))
+        se = float(np.mean([_gap_se(runs, b, reading, best, x["pick"]) for x in mine]))
+        ref, ref_se = fixed_at[(reading, b)]
+        return {"form": form, "version": version, "reading": reading, "budget": b, "best_n": best,
+                "picks": [int(x["pick"]) for x in mine], "regret": reg, "difference_se": se,
+                "regret_in_difference_se": reg / se if se > 0 else math.nan,
+                f"n = {fixed} regret": float(ref),
+                f"n = {fixed} regret_in_difference_se": float(ref / ref_se) if ref_se > 0 else math.nan,
+                "no_higher_than_fixed": bool(reg <= ref + 1e-12), "within_1se": bool(reg <= se + 1e-12)}
+
     rows, summary = [], {}
     for form in forms:
         for version in ("pooled", "seeds"):
-            cells = []
-            for reading in rd.READINGS:
-                for b in budgets:
-                    at = [x for x in scored if x["reading"] == reading and x["budget"] == float(b)]
-                    mine = [x for x in at if x["label"] == f"{form} (both seeds pooled)"] if version == "pooled" else \
-                        [x for x in at if x["label"].startswith(f"{form} (seed ")]
-                    if not mine:
-                        continue
-                    truth = rd.truth_at(runs, float(b), reading)
-                    best = int(truth["best"])
-                    reg = float(np.mean([x["regret"] for x in mine]))
-                    se = float(np.mean([_gap_se(runs, float(b), reading, best, x["pick"]) for x in mine]))
-                    ref = rd.regret(truth, fixed)["regret"]
-                    ref_se = _gap_se(runs, float(b), reading, best, fixed)
-                    cell = {"form": form, "version": version, "reading": reading, "budget": float(b), "best_n": best,
-                            "picks": [int(x["pick"]) for x in mine], "regret": reg, "difference_se": se,
-                            "regret_in_difference_se": reg / se if se > 0 else math.nan,
-                            f"n = {fixed} regret": float(ref), f"n = {fixed} regret_in_difference_se":
-                                float(ref / ref_se) if ref_se > 0 else math.nan,
-                            "no_higher_than_fixed": bool(reg <= ref + 1e-12), "within_1se": bool(reg <= se + 1e-12)}
-                    cells.append(cell)
+            cells = [c for c in (cell(form, version, reading, b) for reading, b in cells_at) if c is not None]
             if not cells:
                 continue
             rows.extend(cells)
