@@ -121,17 +121,6 @@ def rho(lr: float, n: int, b_p: int, anchor: Anchor) -> float:
     return float(lr / (anchor.lr * (b_p * n / anchor.batch) ** CALIBRATED_EXPONENT))
 
 
-RULES = ("constant", "sqrt", "linear")
-"""the lr rules a run's lr follows across n: lr = base x (B_p n / reference batch) ** (0, 0.5, 1)"""
-
-
-def check_rule(rule: str) -> str:
-    """``rule`` if it is one of :data:`RULES`, else one clear error."""
-    if rule not in RULES:
-        raise IsosimError(f"unknown lr rule {rule!r}: one of {', '.join(RULES)}")
-    return rule
-
-
 def lrs_by_rule(ns: Sequence[int] | set[int], b_p: int, base: float, ref_batch: float, rule: str) -> dict[int, float]:
     """Each n's lr by ``rule`` from ``base`` at ``ref_batch`` rollouts a step (``B_p n`` a step for n)."""
     from isosim.sim.config import scaled_lr

@@ -104,15 +104,16 @@ def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None)
     values follow across n (two n or more), else ``constant`` (TRL's and verl's practice: one lr
     for every n). A flag that contradicts the runs is refused."""
     from isosim.integrations.lr import infer_rule
+    from isosim.sim.config import LR_RULES, check_lr_rule
 
     if given is not None:
-        lrr.check_rule(given)
+        check_lr_rule(given)
     found = {str(v) for v in _config_values(path, "lr_rule")}
     if len(found) > 1:
         raise IsosimError(f"the runs' config.json files hold several lr rules ({', '.join(sorted(found))}); "
                           "calibrate on runs of one rule")
     if found:
-        rule = lrr.check_rule(found.pop())
+        rule = check_lr_rule(found.pop())
         if given is not None and given != rule:
             raise IsosimError(f"--lr-rule {given} contradicts the runs' config.json (lr_rule {rule}): drop --lr-rule")
         return rule, "config.json (lr_rule)"
@@ -121,7 +122,7 @@ def lr_rule_of(path: Path, df: pd.DataFrame, b_p: int, given: str | None = None)
     if "lr" in df.columns and "n" in df.columns:
         lrs = df.dropna(subset=["lr", "n"]).groupby("n")["lr"].first()
         rule = infer_rule([(b_p * int(n), float(v)) for n, v in lrs.items()])
-        if rule in lrr.RULES:
+        if rule in LR_RULES:
             return rule, "the runs' lr across n"
     return "constant", "default (one lr for every n, as TRL and verl train; --lr-rule to change)"
 

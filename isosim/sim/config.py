@@ -31,12 +31,17 @@ MAX_BUDGET = 1e13
 (at 10,000 rollouts a second, 30 years of sampling)"""
 
 
+def check_lr_rule(rule: str) -> str:
+    """``rule`` if it is one of :data:`LR_RULES`, else one clear error."""
+    if rule not in LR_POWER:
+        raise IsosimError(f"unknown lr rule {rule!r} (use {', '.join(LR_RULES)})")
+    return rule
+
+
 def scaled_lr(base: float, batch: float, ref_batch: float = LR_REF_BATCH, rule: str = "sqrt") -> float:
     """The learning rate of a run whose steps spend ``batch`` = B_p * n rollouts, by ``rule`` from
     ``base`` at ``ref_batch``: ``base * (batch / ref_batch) ** LR_POWER[rule]``."""
-    if rule not in LR_POWER:
-        raise IsosimError(f"unknown lr rule {rule!r} (use {', '.join(LR_RULES)})")
-    return float(base) * (float(batch) / float(ref_batch)) ** LR_POWER[rule]
+    return float(base) * (float(batch) / float(ref_batch)) ** LR_POWER[check_lr_rule(rule)]
 ADDED_FIELD_DEFAULTS = (("lr_power", None), ("loading_dist", "uniform"), ("allocation", "uniform"))
 """SimConfig fields added after run ids and plan ids were first written: at these values they are
 left out of both, so the ids of earlier runs and plans stay as they were"""

@@ -303,9 +303,9 @@ SIMFIT_LR = "simfit lr-aware (frozen, read under the runs' lr rule)"
 def lr_rule(settings: Mapping[str, Any]) -> str:
     """The lr rule a sweep's runs were trained with: their config's ``lr_rule`` (every organism
     sweep records it; a run from before the field existed was trained at the sqrt rule)."""
-    from isosim.predict.lr_read import check_rule
+    from isosim.sim.config import check_lr_rule
 
-    return check_rule(str(settings.get("lr_rule") or "sqrt"))
+    return check_lr_rule(str(settings.get("lr_rule") or "sqrt"))
 
 
 def simfit_pick(label: str, a: Allowed, read_rule: bool = False) -> dict[str, int] | None:

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from isosim.files import write_json  # noqa: E402
 from isosim.predict import lr_read as lrr  # noqa: E402
+from isosim.sim.config import check_lr_rule  # noqa: E402
 from isosim.validation import adaptive as ad  # noqa: E402
 from isosim.validation import plane_methods as pm  # noqa: E402
 from isosim.validation import readings as rd  # noqa: E402
@@ -60,7 +61,7 @@ def rule_of(sweep: Path) -> str:
     rules = {json.loads(p.read_text()).get("lr_rule", "sqrt") for p in sweep.glob("n*_bp*_s*/config.json")}
     if len(rules) != 1:
         raise SystemExit(f"{sweep}: the runs hold lr rules {sorted(rules)}, not one")
-    return lrr.check_rule(rules.pop())
+    return check_lr_rule(rules.pop())
 
 
 def lr_base_of(sweep: Path) -> tuple[float, float]:
