@@ -15,7 +15,7 @@ def assert_simfit_bar_follows(plane: dict) -> None:
     from isosim.validation import plane_methods as pm
 
     bar = plane["simfit"]
-    apart = ("second_learner", "constant_lr")
+    apart = ("second_learner", "constant_lr", "constant_lr_at_8")
     assert (bar["frozen"], bar["max_overhead"]) == (lrr.FROZEN, 0.05)
     assert set(bar["blocks"]) == {"overall", "held_out", "all_sweeps", *apart}
     for block, entries in bar["blocks"].items():

@@ -85,7 +85,7 @@ def recomputed(committed):
 @pytest.mark.parametrize("block", ["sweeps", "overall", "held_out", "all_sweeps", "hindsight", "constants", "registered", "loso",
                                    "isosim_method", "dominance", "held_out_dominance", "held_out_covers",
                                    "prospective", "picks", "readings", "shares", "readers", "min_budget", "simfit",
-                                   "not_scored_yet", "second_learner", "constant_lr"])
+                                   "not_scored_yet", "second_learner", "constant_lr", "constant_lr_at_8"])
 def test_every_block_of_the_plane_is_recomputed_from_the_records(committed, recomputed, block):
     _same(committed[block], recomputed[block], block)
 

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"
 SECOND = "organism_hard/hard-128"
 CONST = "organism_hard_const/hard-128"
+CONST8 = "organism_const8/hard-256"
 LINKED = ("sbi_bank.json", "plane_method.json", "scoreboard.json", "organism_f8/prediction.json",
           "organism_f8/profile_t06.json", "organism_f8/prediction_dynamics.json", "organism_hard/prediction.json",
           "organism_hard/profile_t06.json", "organism_hard_const/prediction.json")
@@ -86,7 +87,7 @@ def docs(tmp_path_factory):
 def test_the_second_learner_is_found_by_the_name_its_bank_and_prediction_use():
     found = pl.find_sweeps(RESULTS, second_learner=True)
     assert found[SECOND] == RESULTS / SECOND and SECOND in pm.EXTRA_BANKS and pm.bank_of(SECOND) is not None
-    assert set(found) - {SECOND, CONST} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
+    assert set(found) - {SECOND, CONST, CONST8} == set(pl.find_sweeps(RESULTS))  # the nine, as the frozen studies read them
     assert pl.second_learner(SECOND) and not pl.held_out(SECOND) and pl.sweep_kind(SECOND) == "hard"
     assert pl.profile_path(SECOND, RESULTS) == RESULTS / "organism_hard" / "profile_t06.json"
     committed = json.loads((RESULTS / "organism_hard" / "prediction.json").read_text())["organism-hard-128"]
@@ -110,6 +111,23 @@ def test_the_constant_lr_sweep_is_found_apart_with_its_bank_prediction_and_rule(
     assert pm.lr_rule({}) == "sqrt"
     with pytest.raises(Exception, match="unknown lr rule"):
         pm.lr_rule({"lr_rule": "cosine"})
+
+
+def test_the_first_learners_sweep_at_one_lr_for_n_8_is_a_block_of_its_own_with_its_own_bank_and_profile():
+    found = pl.find_sweeps(RESULTS, second_learner=True)
+    assert found[CONST8] == RESULTS / CONST8 and CONST8 not in pl.find_sweeps(RESULTS)
+    assert pl.constant_lr_at_8(CONST8) and pl.apart(CONST8) and pl.apart_block(CONST8) == "constant_lr_at_8"
+    assert not (pl.constant_lr(CONST8) or pl.second_learner(CONST8) or pl.held_out(CONST8))
+    assert pl.profile_path(CONST8, RESULTS) == RESULTS / "organism_f8" / "profile_t06.json"  # the first learner's
+    bank = pm.bank_of(CONST8)
+    assert bank is not None and bank != pm.bank_of(SECOND) and bank["n_train"] == 256
+    assert pl.profile_prediction(CONST8, RESULTS) is None  # none was committed for it
+    assert pl.calibrated_prediction(RESULTS / CONST8, RESULTS) is None and pl.dynamics_prediction(CONST8, RESULTS) is None
+    settings = pl._settings(RESULTS / CONST8)
+    assert pm.lr_rule(settings) == "constant"
+    lrs, anchor = pm.runs_lr(settings, [2, 8, 256])
+    assert list(lrs.values()) == pytest.approx([3e-4 * math.sqrt(128 / 1024)] * 3, rel=1e-12)  # n = 8's sqrt-rule lr
+    assert (anchor.lr, anchor.batch) == (pytest.approx(3e-4 * math.sqrt(128 / 1024), rel=1e-12), 128)
 
 
 def test_unfinished_second_learner_is_listed_not_scored(docs):

@@ -12,7 +12,8 @@ replayed the same way once every run reaches its budget (until then they are lis
 ``not_scored_yet``) and summarised apart (``plane_report``'s ``second_learner``): a held-out case of
 another learner; nothing of them reaches the first learner's sweeps' fits. The same learner swept at
 one lr for every n (:data:`CONST`, the runs' ``lr_rule`` ``constant``: TRL's and verl's practice) is
-a block of its own (``plane_report``'s ``constant_lr``), held out the same way. Methods
+a block of its own (``plane_report``'s ``constant_lr``), held out the same way, and so is the first
+learner swept at one lr set where the sqrt rule puts n = 8 (:data:`CONST8`, ``constant_lr_at_8``). Methods
 (``method_names``):
 
 - ``cheap leader @s``: every grid n run to s C, the best last value (s = 2.5, 5, 10, 20 %).
@@ -77,6 +78,11 @@ CONST = "organism_hard_const"
 CONST_SWEEPS = {"hard-128": "organism-hard-128-const"}
 """the second learner at one lr for every n (``lr_rule`` ``constant``): folder under :data:`CONST` ->
 its key in that folder's ``prediction.json``; a block of its own, every budget from ``MIN_BUDGET``"""
+CONST8 = "organism_const8"
+CONST8_SWEEPS = {"hard-256": "organism-hard-256-const8"}
+"""the first learner at one lr for every n, set where the sqrt rule puts n = 8 (``lr_rule`` ``constant``,
+1.0607e-4): folder under :data:`CONST8` -> its key in that folder's predictions; a block of its own
+(``constant_lr_at_8``), every budget from ``MIN_BUDGET``, its profile the first learner's"""
 
 
 def find_sweeps(results: Path, second_learner: bool = False) -> dict[str, Path]:
@@ -84,11 +90,12 @@ def find_sweeps(results: Path, second_learner: bool = False) -> dict[str, Path]:
     ``organism_long`` (the held-out long-budget sweeps, :data:`LONG`), named by their path under
     ``results``; with ``second_learner``, also the second organism's sweeps (:data:`SECOND_SWEEPS`
     only: its pilots' runs sit beside them and are no sweep) and its constant-lr sweeps
-    (:data:`CONST_SWEEPS`)."""
+    (:data:`CONST_SWEEPS`), and the first learner's sweep at one lr set for n = 8 (:data:`CONST8_SWEEPS`)."""
     found = {}
     bases = [results / "organism" / "real", results / "organism_f8", results / LONG]
     bases += [results / SECOND / folder for folder in SECOND_SWEEPS] if second_learner else []
     bases += [results / CONST / folder for folder in CONST_SWEEPS] if second_learner else []
+    bases += [results / CONST8 / folder for folder in CONST8_SWEEPS] if second_learner else []
     for base in bases:
         if base.is_dir():
             for rec in sorted(base.rglob("n*_bp*_s*/records.jsonl")):
@@ -111,7 +118,12 @@ def constant_lr(name: str) -> bool:
     return name.startswith(CONST + "/")
 
 
-APART_BLOCKS = {SECOND: "second_learner", CONST: "constant_lr"}
+def constant_lr_at_8(name: str) -> bool:
+    """The first organism's sweep at one lr for every n, set where the sqrt rule puts n = 8."""
+    return name.startswith(CONST8 + "/")
+
+
+APART_BLOCKS = {SECOND: "second_learner", CONST: "constant_lr", CONST8: "constant_lr_at_8"}
 """the folders of the sweeps scored apart from the first learner's -> their block in ``plane.json``"""
 
 
@@ -121,8 +133,8 @@ def apart_block(name: str) -> str | None:
 
 
 def apart(name: str) -> bool:
-    """Scored apart from the first learner's sweeps (the second learner's, at either lr rule): none
-    of the first learner's fits or choices reads it."""
+    """Scored apart from the first learner's sweeps (the second learner's, at either lr rule, and the
+    first learner's at one lr set for n = 8): none of the first learner's fits or choices reads it."""
     return apart_block(name) is not None
 
 
@@ -142,6 +154,8 @@ def profile_prediction(name: str, results: Path) -> Callable[[float], int | None
         path, split = results / SECOND / "prediction.json", SECOND_SWEEPS.get(split, split)
     elif constant_lr(name):
         path, split = results / CONST / "prediction.json", CONST_SWEEPS.get(split, split)
+    elif constant_lr_at_8(name):  # no profile-only prediction was committed for it
+        return None
     elif held_out(name):
         path = results / LONG / "prediction.json"
     else:
@@ -155,7 +169,7 @@ def calibrated_prediction(folder: Path, results: Path) -> tuple[Callable[[float]
     else n_star) and the rollouts of its cheap part per run; for a long-budget sweep, read from
     ``organism_long/prediction_calibrated.json``; none for the second learner's (its sweeps have no
     ``isosim predict`` prediction)."""
-    if folder.parent.name in (SECOND, CONST):
+    if folder.parent.name in (SECOND, CONST, CONST8):
         return None
     if folder.parent.name == LONG:
         from isosim.validation.scoreboard import prediction_picks
@@ -299,7 +313,9 @@ def sweep_kind(name: str) -> str:
 
 def profile_path(name: str, results: Path) -> Path:
     """The base model's profile a sweep's cheap-data methods may read (pass rates at its temperature)."""
-    if apart(name):  # one learner, one base model: its profile at T 0.6
+    if constant_lr_at_8(name):  # the first learner: its base model's profile at T 0.6
+        return results / "organism_f8" / "profile_t06.json"
+    if apart(name):  # the second learner, one base model: its profile at T 0.6
         return results / SECOND / "profile_t06.json"
     return results / ("organism/profile.json" if name.startswith("organism/real/") else "organism_f8/profile_t06.json")
 

@@ -214,10 +214,13 @@ SIMFIT_SCORES_FILE = SCORES_FILE
 """the study's scores of every calibration on the variant's banks, with each sweep's full fits"""
 SIMFIT_BANK_FILE = RESULTS / f"simfit_bank_{SIMFIT_VARIANT}.json"
 _HARD_128 = (RESULTS / "organism_hard" / f"simfit_bank_{SIMFIT_VARIANT}.json", "hard-t0.6-128")
-EXTRA_BANKS = {"organism_hard/hard-128": _HARD_128, "organism_hard_const/hard-128": _HARD_128}
+EXTRA_BANKS = {"organism_hard/hard-128": _HARD_128, "organism_hard_const/hard-128": _HARD_128,
+               "organism_const8/hard-256": (RESULTS / "organism_const8" / f"simfit_bank_{SIMFIT_VARIANT}.json",
+                                            "hard-t0.6-256")}
 """banks of sweeps outside the nine (a sweep name -> bank file and key); the second learner's sweep at
 one lr for every n shares its sqrt-rule sweep's bank (the same setting: a bank simulates every step
-size, no lr rule)"""
+size, no lr rule); the first learner's at one lr set for n = 8 has its own (committed with its
+predictions)"""
 PRIOR_FLOOR = {"log_lr": 0.5, "power": 0.15, "log_h": 0.3, "log_gap": 0.5, "log_d0": 1.0}
 """smallest prior sd of each number (``studies/scoring/simfit.py``, fixed before any scoring)"""
 WIDE_LR = 1.5

@@ -118,6 +118,8 @@ if __name__ == "__main__":
     held = [("held-out long sweeps", {"summary": doc["held_out"]})] if doc["held_out"] else []
     held += [("the second learner", doc["second_learner"])] if doc.get("second_learner") else []
     held += [("the second learner at one lr for every n", doc["constant_lr"])] if doc.get("constant_lr") else []
+    held += ([("the first learner at one lr set for n = 8", doc["constant_lr_at_8"])]
+             if doc.get("constant_lr_at_8") else [])
     for name, block in list(doc["sweeps"].items()) + [("all sweeps", {"summary": doc["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
@@ -126,7 +128,9 @@ if __name__ == "__main__":
                   f"within 2se {v['final']['within_2se']}/{v['replays']}")
     for block, h in [*doc["hindsight"].items(), *([("second learner", doc["second_learner"]["hindsight"])]
                                                    if doc.get("second_learner") else []),
-                     *([("constant lr", doc["constant_lr"]["hindsight"])] if doc.get("constant_lr") else [])]:
+                     *([("constant lr", doc["constant_lr"]["hindsight"])] if doc.get("constant_lr") else []),
+                     *([("one lr set for n = 8", doc["constant_lr_at_8"]["hindsight"])]
+                       if doc.get("constant_lr_at_8") else [])]:
         for reading, v in h.items():
             if v:
                 print(f"  {block}, {reading}: best fixed n in hindsight {v['n']} ({v['mean_regret']:.4f} over {v['replays']})")
@@ -141,6 +145,8 @@ if __name__ == "__main__":
         print(f"  second learner: {k}: dominates on best {v['best']}, on final {v['final']}")
     for k, v in (doc.get("constant_lr") or {}).get("dominance", {}).items():
         print(f"  constant lr: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for k, v in (doc.get("constant_lr_at_8") or {}).get("dominance", {}).items():
+        print(f"  one lr set for n = 8: {k}: dominates on best {v['best']}, on final {v['final']}")
     for block, entries in doc["simfit"]["blocks"].items():
         for label, e in entries.items():
             if label in (doc["simfit"]["frozen"], "simfit lr-aware (frozen, read under the runs' lr rule)"):
