@@ -211,6 +211,34 @@ def test_the_partial_note_says_when_the_runs_lr_is_not_the_calibrations():
     assert "read as the frozen method on one n" in note({**base, "lr_read": at})
 
 
+def test_the_lr_read_note_carries_each_forms_prospective_record_from_its_read_out(tmp_path):
+    """Where the runs' lr departs from the calibration, the note says what that form scored on the sweep
+    it was frozen before (organism_const8/measured.json, both seeds pooled), read from the file: a
+    changed read-out changes the line, and a missing one drops it rather than inventing it."""
+    from isosim.predict import partial as pa
+
+    doc = json.loads(pa.PROSPECTIVE_FILE.read_text())
+    for method, form in pa.PROSPECTIVE_FORMS.items():
+        got = doc["lr_read_bar"]["summary"][form]["pooled"]
+        rows = [r for r in doc["lr_read_bar"]["rows"] if r["form"] == form and r["version"] == "pooled"]
+        said = pa.prospective_record(method)
+        assert "organism-hard-256-const8" in said and "1e5, 3e5, 1e6" in said
+        assert f"picked n = {'/'.join(str(r['picks'][0]) for r in rows if r['reading'] == 'best')} " in said
+        assert f"no higher than a fixed n = 8's in {got['no_higher_than_fixed']} of 6" in said
+        assert f"best n in {got['within_1se']} (asked: 6 and 5)" in said
+        assert ("it met its bar" if got["meets"] else "it missed its bar") in said
+        off = {"rho": {"2": 2.0, "8": 1.0}, "at_calibration": False, "anchor": {"lr": 1e-6, "batch": 128.0, "from": "x"}}
+        base = {"measured": {"8": 5e4}, "simulated": [2], "scores_nine_sweeps": None, "frozen": False,
+                "cheap_share": 0.05, "scored_share": 0.05, "method": method, "lr_read": off}
+        assert said in pa.note(base)
+        assert said not in pa.note({**base, "lr_read": {**off, "rho": {"2": 1.0, "8": 1.0}, "at_calibration": True}})
+    changed = json.loads(json.dumps(doc))
+    changed["lr_read_bar"]["summary"]["lr-read one n"]["pooled"].update(within_1se=5, meets=True)
+    (tmp_path / "m.json").write_text(json.dumps(changed))
+    assert "best n in 5 (asked: 6 and 5): it met its bar" in pa.prospective_record(pa.LR_ONE, tmp_path / "m.json")
+    assert pa.prospective_record(pa.LR_ONE, tmp_path / "missing.json") == ""
+
+
 def _counted_loads(monkeypatch) -> list:
     """The reads of the runs (:func:`isosim.integrations.load_runs`) outside the frozen direct reader
     (isosim/predict/from_runs.py, hash-checked by plane_method.json, reads the folder or table it is

@@ -171,6 +171,20 @@ def test_recommend_runs_reports_each_runs_lr_and_the_constant_rules_record(monke
             f"means; {gaps[('best', 'constant', 1e6)]['difference']:.1f} by its best value), while the sqrt rule gave a "
             f"flat top (n = 8 within {gaps[('best', 'sqrt', 1e6)]['difference']:.1f} such se of the best by its best value)")
     assert said in text, said
+    # and the sweep at one lr set where the sqrt rule puts n = 8 (its read-out's values and n = 8's regret at 1e6)
+    c8 = load("organism_const8/measured.json")
+    at8 = {r["reading"]: r for r in c8["lr_read_bar"]["rows"] if r["form"] == "lr-read one n"
+           and r["version"] == "pooled" and r["budget"] == 1e6}
+    val = {reading: next(c for c in c8["readings"][reading]["n_star"] if c["budget"] == 1e6)["mean"]
+           for reading in ("best", "final")}
+    assert (at8["final"]["best_n"], at8["best"]["best_n"]) == (256, 128)
+    said = (f"n = 8 ended at {val['final']['8']:.3f} against n = 256's {val['final']['256']:.3f} "
+            f"({at8['final']['n = 8 regret_in_difference_se']:.1f} se behind; "
+            f"{at8['best']['n = 8 regret_in_difference_se']:.1f} by its best value, against n = 128's "
+            f"{val['best']['128']:.3f})").replace("0.", ".")
+    assert said in text, said
+    assert f"organism-hard-256-const8 at 1.06e-4: n = 8 ended at {val['final']['8']:.3f}".replace("0.", ".") in \
+        " ".join(LR.MEASURED.split())
 
 
 def test_recommend_runs_infers_the_sqrt_rule_and_gives_the_pick_its_lr(monkeypatch, capsys):

@@ -39,11 +39,16 @@ REL_TOL = 1e-3
 """two lrs are the same rule's when they agree to this relative tolerance (YAML and logs round)"""
 MEASURED = ("on the measured learners the sqrt rule gave a flat top (a fixed n = 8 within noise of the best n), "
             "while one lr for every n made small n peak early and fall (organism-hard-128 at lr 3e-4, to 1e6 "
-            "rollouts: n = 2 collapsed to .001, n = 8 ended at .099 against n = 256's .195)")
+            "rollouts: n = 2 collapsed to .001, n = 8 ended at .099 against n = 256's .195), even where that one lr "
+            "was the sqrt rule's for n = 8 (organism-hard-256-const8 at 1.06e-4: n = 8 ended at .543 against "
+            "n = 256's .597)")
 CONSTANT_ON_MEASURED = ("on the measured learner, one lr for every n (organism-hard-128 at lr 3e-4, to 1e6 rollouts) made "
                         "n = 2 collapse (to .001) and small n peak early and fall: n = 8 ended at .099 against n = 256's "
                         ".195 (7.7 se behind, in se of the difference of two seed means; 3.1 by its best value), while "
-                        "the sqrt rule gave a flat top (n = 8 within 1.0 such se of the best by its best value)")
+                        "the sqrt rule gave a flat top (n = 8 within 1.0 such se of the best by its best value); with "
+                        "one lr set where the sqrt rule puts n = 8 (organism-hard-256-const8 at 1.06e-4, the first "
+                        "learner), the larger n still won by 1e6: n = 8 ended at .543 against n = 256's .597 (2.8 se "
+                        "behind; 1.8 by its best value, against n = 128's .608)")
 
 
 def lr_for(n: int, b_p: int, base: float, rule: str = DEFAULT_RULE, ref_batch: float = LR_REF_BATCH) -> float:

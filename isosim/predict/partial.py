@@ -411,6 +411,38 @@ def lr_read_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequen
     return got
 
 
+PROSPECTIVE_FILE = Path(__file__).resolve().parents[2] / "studies" / "results" / "organism_const8" / "measured.json"
+"""the read-out of the sweep the lr-read forms were frozen before (one lr for every n, set where the sqrt rule
+puts n = 8): their only prospective test on a sweep whose lr departs from the calibration"""
+PROSPECTIVE_FORMS = {LR_ONE: "lr-read one n", LR_EVERY: "lr-read every n"}
+
+
+def prospective_record(method: str, path: Path = PROSPECTIVE_FILE) -> str:
+    """What the lr-read form ``method`` scored where it was predicted before the records (both seeds'
+    runs in one fit, as ``recommend --runs`` reads them), or "" where that read-out is not at hand."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        bar = doc["lr_read_bar"]
+        got = bar["summary"][PROSPECTIVE_FORMS[method]]["pooled"]
+        rows = [r for r in bar["rows"] if r["form"] == PROSPECTIVE_FORMS[method] and r["version"] == "pooled"]
+        older = bar["summary"]["07a27e7"]["pooled"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    picks = "/".join(str(r["picks"][0]) for r in rows if r["reading"] == "best")
+    best, final = ("/".join(str(r["best_n"]) for r in rows if r["reading"] == reading) for reading in ("best", "final"))
+    verdict = "met its bar" if got["meets"] else "missed its bar"
+    return (f"Its one test made before the records, at one lr for every n set where the sqrt rule puts n = 8 "
+            f"({doc['sweep']}, {_budgets(bar['budgets'])}): it picked n = {picks} where the best n was {best} (best "
+            f"reading) and {final} (final), with regret no higher than a fixed n = 8's in {got['no_higher_than_fixed']} of {got['cells']} "
+            f"budget-readings and within 1 se of a difference of the best n in {got['within_1se']} "
+            f"(asked: {got['cells']} and {got['cells'] - 1}): it {verdict}; reading the lr as set at 1,024 rollouts a "
+            f"step (the method of 07a27e7) was within 1 se in {older['within_1se']} (studies/results/organism_const8/)")
+
+
+def _budgets(budgets: Sequence[float]) -> str:
+    return ", ".join(f"{b:.0e}".replace("e+0", "e") for b in budgets)
+
+
 def note(out: Mapping[str, Any]) -> str:
     """What the answer is and how far to trust it, with the scored numbers."""
     k = len(out["measured"])
@@ -439,6 +471,9 @@ def note(out: Mapping[str, Any]) -> str:
         if out["method"] == LR_EVERY:
             txt += ("; every n's cheap curve calibrates the model and the model carries each to C (the cheap part "
                     "alone cannot see a small n fall later), keeping the cheap leader where it is in the band")
+        record = prospective_record(out["method"])
+        if record:
+            txt += ". " + record
     elif out["method"] == LR_ONE or (out["method"] == LR_EVERY and k > 2):
         txt += ". Every n's lr is the calibration's: read as the frozen method on one n (the sqrt-rule sweeps scored it "
         txt += "above every reading of the cheap part alone)"
