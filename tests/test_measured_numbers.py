@@ -558,3 +558,104 @@ def test_the_allocation_check_is_the_read_outs():
             f"(hard-128 at T 0.6, n {hard['n']}) at 2e5; measured over 2 seeds against the committed uniform runs: "
             f"-{v3(-easy['gain'])} and -{v3(-hard['gain'])} (se of the mean paired gain {v3(easy['se'])} each)")
     assert said in flat(FINDINGS), said
+
+
+CONST8 = mh.load("organism_const8/measured.json")
+CONST8_FORMS = {"lr-read, one n (n = 8)": "lr-read one n", "lr-read, every n": "lr-read every n",
+                "07a27e7 (n = 8; reference batch 1,024)": "07a27e7", "cheap leader @5 %": "cheap leader @5%"}
+
+
+def test_the_one_lr_for_n_8_sweeps_values_table_is_the_read_outs():
+    """docs/organism.md's value table of organism-hard-256-const8: every seed mean, the bold n* and the
+    tie band at 1e5, 3e5 and 1e6 in both readings."""
+    part = between(ORGANISM, "**What the runs did.**", "**The bar**")
+    rows = table(part, "| reading, C |")
+    assert len(rows) == 6
+    for row in rows:
+        reading, budget = row[0].split(", ")
+        cell = next(c for c in CONST8["readings"][reading]["n_star"] if c["budget"] == float(budget))
+        for n, got in zip(CONST8["n_values"], row[1:-1]):
+            want = v3(cell["mean"][str(n)])
+            assert got == (f"**{want}**" if n == cell["n_star"] else want), (reading, budget, n)
+        assert row[-1] == ", ".join(map(str, cell["tie_band"]))
+
+
+def test_the_one_lr_for_n_8_sweeps_bar_table_and_prose_are_the_read_outs():
+    """The bar table (each pick and its regret in se of the difference, the counts, met or missed) is
+    ``lr_read_bar``'s pooled rows; the per-seed counts and the plane block's numbers in the prose are
+    measured.json's and plane.json's."""
+    bar = CONST8["lr_read_bar"]
+    part = between(ORGANISM, "**The bar**", "On the plane (")
+    rows = {r[0]: r for r in table(part, "| method (both seeds' runs in one fit) |")}
+    assert set(rows) == set(CONST8_FORMS) | {"best n in hindsight"}
+    for label, form in CONST8_FORMS.items():
+        mine = [r for r in bar["rows"] if r["form"] == form and r["version"] == "pooled"]
+        for col, reading in ((1, "best"), (2, "final")):
+            want = " / ".join(f"{r['picks'][0]} ({r['regret_in_difference_se']:.1f})" for r in mine
+                              if r["reading"] == reading)
+            assert rows[label][col] == want, (label, reading)
+        s = bar["summary"][form]["pooled"]
+        assert rows[label][3:] == [f"{s['no_higher_than_fixed']}/6", f"{s['within_1se']}/6",
+                                   "met" if s["meets"] else "missed"], label
+    one = [r for r in bar["rows"] if r["form"] == "lr-read one n" and r["version"] == "pooled"]
+    assert rows["best n in hindsight"][1:3] == [" / ".join(str(r["best_n"]) for r in one if r["reading"] == x)
+                                                for x in ("best", "final")]
+    seeds = {f: bar["summary"][f]["seeds"] for f in ("lr-read one n", "lr-read every n")}
+    assert seeds["lr-read one n"] == bar["summary"]["lr-read one n"]["pooled"]
+    e = seeds["lr-read every n"]
+    text = flat(part)
+    assert f"{e['no_higher_than_fixed']}/6, {e['within_1se']}/6 for the every-n form" in text
+    assert not any(bar["summary"][f]["pooled"]["meets"] or bar["summary"][f]["seeds"]["meets"] for f in bar["summary"])
+    assert "No method isosim has met this bar" in text
+    plane = json.loads((ROOT / "studies" / "results" / "plane.json").read_text())["constant_lr_at_8"]
+    summ, hind = plane["summary"], plane["hindsight"]
+    prose = flat(between(ORGANISM + "\n\n", "On the plane (`studies/results/plane.json`, block `constant_lr_at_8`", "\n\n"))
+    assert f"{len(plane['sweeps'])}" == "1" and f"{summ['fixed n = 8']['replays']} replays" in prose
+    for label, name in (("lr-read one n (it is a fixed n = 8 here)", "lr-read n=8 @5%"),
+                        ("lr-read every n", "lr-read every n @5%"), ("07a27e7", pm_simfit_lr()),
+                        ("cheap leader @5 %", "cheap leader @0.05")):
+        v = summ[name]
+        assert f"{label} {v4(v['best']['mean_regret'])} / {v4(v['final']['mean_regret'])}" in prose, label
+    assert summ["lr-read n=8 @5%"]["best"] == summ["fixed n = 8"]["best"]
+    assert summ["lr-read n=8 @5%"]["final"] == summ["fixed n = 8"]["final"]
+    for reading, word in (("best", "best"), ("final", "final")):
+        h = hind[reading]
+        assert f"{h['n']} ({v4(h['mean_regret'])})" in prose and word in prose
+    worse = all(summ[f][r]["mean_regret"] > summ[pm_simfit_lr()][r]["mean_regret"]
+                for f in ("lr-read n=8 @5%", "lr-read every n @5%") for r in ("best", "final"))
+    assert worse and "is missed by both forms on this block" in prose
+
+
+def pm_simfit_lr() -> str:
+    from isosim.validation import plane_methods as pm
+
+    return pm.SIMFIT_LR
+
+
+def test_the_findings_paragraph_on_the_one_lr_for_n_8_sweep_is_the_read_outs():
+    """studies/FINDINGS.md's paragraph on organism-hard-256-const8: the seed means at 1e6, n*, n = 8's
+    regret in se of the difference, the bar's counts and the plane's block, read back."""
+    text = flat(between(FINDINGS, "**One lr set where the sqrt rule puts n = 8, measured to 1e6**", "\n\n"))
+    at = {r: next(c for c in CONST8["readings"][r]["n_star"] if c["budget"] == 1e6)["mean"] for r in ("best", "final")}
+    assert (f"best reading: n = 4 {v3(at['best']['4'])}, 8 {v3(at['best']['8'])}, 64 {v3(at['best']['64'])}, "
+            f"128 {v3(at['best']['128'])}, 256 {v3(at['best']['256'])}; final reading n = 8 {v3(at['final']['8'])}, "
+            f"128 {v3(at['final']['128'])}, 256 {v3(at['final']['256'])}") in text
+    star = {r: {c["budget"]: c["n_star"] for c in CONST8["readings"][r]["n_star"]} for r in ("best", "final")}
+    assert f"n* {star['best'][3e5]} / {star['best'][1e6]} at 3e5 / 1e6 (best), {star['final'][3e5]} / {star['final'][1e6]}" in text
+    bar = CONST8["lr_read_bar"]
+    one = [r for r in bar["rows"] if r["form"] == "lr-read one n" and r["version"] == "pooled"]
+    for reading in ("best", "final"):
+        gaps = " / ".join(f"{r['n = 8 regret_in_difference_se']:.1f}" for r in one if r["reading"] == reading)
+        assert gaps in text, reading
+    s = bar["summary"]
+    assert f"one n picked 8 throughout (within 1 se in {s['lr-read one n']['pooled']['within_1se']} of 6)" in text
+    every = [r["picks"][0] for r in bar["rows"] if r["form"] == "lr-read every n" and r["version"] == "pooled"
+             and r["reading"] == "best"]
+    assert f"every n {' / '.join(map(str, every))} ({s['lr-read every n']['pooled']['within_1se']} of 6)" in text
+    assert f"was within 1 se in {s['07a27e7']['pooled']['within_1se']} of 6" in text
+    assert not any(v["pooled"]["meets"] for v in s.values()) and "**not met**" in text
+    summ = json.loads((ROOT / "studies" / "results" / "plane.json").read_text())["constant_lr_at_8"]["summary"]
+    pair = {k: f"{v4(summ[k]['best']['mean_regret'])} / {v4(summ[k]['final']['mean_regret'])}"
+            for k in ("lr-read n=8 @5%", "lr-read every n @5%", pm_simfit_lr())}
+    assert (f"{pair['lr-read n=8 @5%']} (one n: n = 8 itself) and {pair['lr-read every n @5%']} against 07a27e7's "
+            f"{pair[pm_simfit_lr()]}") in text
