@@ -470,7 +470,13 @@ def note(out: Mapping[str, Any]) -> str:
                 "studies/results/organism_lr_grid/calibration.json)")
         if out["method"] == LR_EVERY:
             txt += ("; every n's cheap curve calibrates the model and the model carries each to C (the cheap part "
-                    "alone cannot see a small n fall later), keeping the cheap leader where it is in the band")
+                    "alone cannot see a small n fall later), keeping the cheap leader where it is in the band. From "
+                    "one n's runs alone the other n would be the model's alone, so that form's pick can differ from "
+                    "this one")
+        else:
+            txt += ("; the other n are the model's alone. With cheap runs of every n the model is fitted to each n's "
+                    "own curve and keeps the cheap leader where it is in the band, so that form's pick can differ "
+                    "from this one")
         record = prospective_record(out["method"])
         if record:
             txt += ". " + record
