@@ -168,8 +168,10 @@ def test_recommend_for_with_a_relative_runs_writes_absolute_paths(planned, tmp_p
     full = tmp_path / "sweep" / ("full" if planned else "runs-full")
     cfg = yaml.safe_load((full / "full-n4" / "config.yaml").read_text())
     assert cfg["output_dir"] == str(full / "full-n4")
-    launch = (full / "launch.sh").read_text()
-    assert f"--config {full / 'full-n4' / 'config.yaml'}" in launch and f"bash {full / 'launch.sh'}" in launch
+    launch = "\n".join(TP.launch_lines(full / "launch.sh", tmp_path / "sweep" if planned else full))
+    assert f"--config {full / 'full-n4' / 'config.yaml'}" in launch  # "$ROOT" (where launch.sh is) spelled out
+    assert f"bash {full / 'launch.sh'}" in (full / "launch.sh").read_text()
+    assert f"--config {full / 'full-n4' / 'config.yaml'}" in res.stdout  # the printed line: absolute, as it runs here
 
 
 def test_recommend_for_refuses_a_full_folder_it_cannot_write_before_reading_the_runs(tmp_path, monkeypatch,

@@ -178,6 +178,55 @@ def submitted_by(script: Path, args: list[str], tmp_path: Path) -> dict:
     return json.loads(log.read_text())
 
 
+def launch_lines(script: Path, root: Path) -> list[str]:
+    """A launch.sh's run lines with ``"$ROOT"`` (the folder the script finds itself in) spelled out as ``root``."""
+    text = script.read_text()
+    assert F.ROOT_LINE.split("=")[0] + "=" in text  # ROOT= is set before any line uses it
+    return [x.replace('"$ROOT"', shlex.quote(str(root))) for x in text.splitlines()
+            if x and not x.startswith("#") and x != "set -euo pipefail" and not x.startswith("ROOT=")]
+
+
+STUB = """#!/usr/bin/env bash
+printf '%s\\n' "$(basename "$0")" "TENSORBOARD_DIR=${TENSORBOARD_DIR:-}" "$@" >> "$STUB_LOG"
+"""
+
+
+@pytest.mark.parametrize("trainer", ["trl", "verl", "isosim"])
+def test_a_moved_plan_folder_launches_from_where_it_is_now(tmp_path, trainer):
+    """A plan written on one machine and copied to another (another path): launch.sh finds its folder
+    itself, so every path its runs are given (the script, the settings, the output folder; verl's
+    TensorBoard and checkpoint folders) is under the new place, none under the old one."""
+    import shutil
+
+    old = tmp_path / "planned here" / "sweep"  # a space: the paths must stay one word each
+    res = isosim("plan", "--for", trainer, "--budget", "2e5", "--n", "4,16", "--out", old)
+    assert res.returncode == 0, res.stderr
+    new = tmp_path / "trained there" / "sweep"
+    new.parent.mkdir()
+    shutil.move(str(old), str(new))
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    for exe in ("accelerate", "python", "python3"):
+        (stub / exe).write_text(STUB)
+        (stub / exe).chmod(0o755)
+    log = tmp_path / "argv.txt"
+    run = subprocess.run(["bash", str(new / "launch.sh"), "--model_name_or_path", "M"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(log)})
+    assert run.returncode == 0, run.stderr
+    words = log.read_text().splitlines()
+    paths = [w.split("=", 1)[-1] for w in words if "/" in w]
+    assert paths and not any(str(old) in w for w in words), [w for w in words if str(old) in w][:3]
+    assert all(p.startswith(str(new)) for p in paths if p.startswith(str(tmp_path))), paths
+    outs = {"trl": "--output_dir", "isosim": "--out"}
+    if trainer in outs:
+        given = [words[i + 1] for i, w in enumerate(words) if w == outs[trainer]]
+        assert given == [str(new / "runs" / r) for r in ("n4-s0", "n16-s0")]
+    else:
+        assert [w for w in words if w.startswith("TENSORBOARD_DIR=")] == [
+            f"TENSORBOARD_DIR={new / 'runs' / r}" for r in ("n4-s0", "n16-s0")]
+    assert words.count("M") == 2  # the user's arguments reach every run
+
+
 @pytest.mark.parametrize("trainer", ["trl", "verl", "isosim"])
 def test_plan_writes_folder_and_readme(tmp_path, trainer):
     out = tmp_path / "sweep"
@@ -194,11 +243,11 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
     lrs = [1e-6 * (32 * w[1] / ref) ** 0.5 for w in want]
     assert (out / F.RUNS_FILE).read_text().splitlines() == ["run,n,b_p,seed,lr"] + [
         f"{w[0]},{w[1]},32,{w[2]},{lr!r}" for w, lr in zip(want, lrs)]
-    lines = [x for x in (out / "launch.sh").read_text().splitlines() if x and not x.startswith("#") and x != "set -euo pipefail"]
+    lines = launch_lines(out / "launch.sh", out)
     assert len(lines) == 4 and all(line.endswith('"$@"') for line in lines)
     for r, (name, n, seed, steps, rollouts) in zip(record["runs"], want):
         settings = out / "runs" / r["name"] / F.SETTINGS_FILE[trainer]
-        assert (str(settings) in (out / "launch.sh").read_text()) == (trainer != "verl")  # verl: inline overrides
+        assert (str(settings) in "\n".join(lines)) == (trainer != "verl")  # verl: inline overrides
         if trainer == "trl":
             cfg = yaml.safe_load(settings.read_text())
             check_trl_arithmetic(cfg, n, 32, P.Hardware(8, 1, 4))
@@ -321,8 +370,9 @@ def test_plan_with_schedule_writes_stages(tmp_path):
     s1 = yaml.safe_load((out / "schedule" / "stage1-n2" / "config.yaml").read_text())
     s2 = yaml.safe_load((out / "schedule" / "stage2-n8" / "config.yaml").read_text())
     assert (s1["num_generations"], s1["max_steps"], s2["num_generations"], s2["max_steps"]) == (2, 125, 8, 31)
-    launch = (out / "schedule" / "launch.sh").read_text()
-    assert launch.splitlines()[-1].endswith(f"\"$@\" --model_name_or_path {out / 'schedule' / 'stage1-n2'}")
+    launch = launch_lines(out / "schedule" / "launch.sh", out)  # $ROOT: the plan folder, one up from schedule/
+    assert 'ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")"/.. && pwd)"' in (out / "schedule" / "launch.sh").read_text()
+    assert launch[-1].endswith(f"\"$@\" --model_name_or_path {out / 'schedule' / 'stage1-n2'}")
     assert "## Schedule" in (out / "README.md").read_text()
 
 
@@ -346,7 +396,7 @@ def test_recommend_for_trl_writes_the_picks_full_run(tmp_path):
     cfg = yaml.safe_load((out / "full" / "full-n4" / "config.yaml").read_text())
     assert cfg["max_steps"] == 3125 and cfg["output_dir"] == str(out / "full" / "full-n4")
     check_trl_arithmetic(cfg, 4, 8, P.Hardware(8))  # the plan's 8 processes
-    assert str(out / "train_grpo.py") in (out / "full" / "launch.sh").read_text()
+    assert str(out / "train_grpo.py") in "\n".join(launch_lines(out / "full" / "launch.sh", out))
 
 
 def test_recommend_for_refuses_unknown_trainer_and_needs_runs(tmp_path):

@@ -153,20 +153,48 @@ def _accelerate(hw: P.Hardware) -> list[str]:
     return cmd
 
 
-def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> str:
+ROOT_LINE = 'ROOT="$(cd "$(dirname "${{BASH_SOURCE[0]}}")"{up} && pwd)"  # the plan folder, wherever it now is'
+"""launch.sh's first command: ``$ROOT``, the folder its paths are written from (the plan's folder, found
+from where launch.sh itself is), so that the folder can be moved or copied to the training machine"""
+
+
+def shell_word(token: str, root: Path | None = None) -> str:
+    """``token`` as one shell word; with ``root``, a path under it written from ``"$ROOT"`` (``KEY=PATH``
+    tokens too: verl's overrides), so the line works wherever the folder is moved. ``$VAR`` tokens stay."""
+    if token.startswith("$"):
+        return token
+    if root is not None:
+        base = str(root)
+        i = token.find(base)
+        end = i + len(base)
+        if i >= 0 and (end == len(token) or token[end] == "/"):
+            head, tail = token[:i], token[end:]
+            return (shlex.quote(head) if head else "") + '"$ROOT"' + (shlex.quote(tail) if tail else "")
+    return shlex.quote(token)
+
+
+def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "",
+                relocatable: bool = False) -> str:
     """The shell line that trains ``run`` (``"$@"``: the user's model and data arguments; ``extra``
-    after them, so that it wins where both name the model)."""
+    after them, so that it wins where both name the model). With ``relocatable`` (a launch.sh's line),
+    every path under ``out`` is written from ``"$ROOT"`` (:data:`ROOT_LINE`). The run's output folder is
+    on the line too (TRL's ``--output_dir``, isosim's ``--out``: a flag wins over the settings file), so
+    that a moved folder's runs write into it, not where the settings file says."""
+    root = out if relocatable else None
     settings = run_dir / SETTINGS_FILE[trainer]
+    more = " " + " ".join(shell_word(t, root) for t in shlex.split(extra)) if extra.strip() else ""
     if trainer == "trl":
         cmd = _accelerate(hw) + [str(out / "train_grpo.py"), "--config", str(settings)]
+        cmd += ["--output_dir", str(run.settings["output_dir"])] if "output_dir" in run.settings else []
     elif trainer == "verl":
-        overrides = " ".join(shlex.quote(o) for o in verl_overrides(run.settings))
-        return f"TENSORBOARD_DIR={shlex.quote(str(run_dir))} python3 -m verl.trainer.main_ppo {overrides} \"$@\"{extra}"
+        overrides = " ".join(shell_word(o, root) for o in verl_overrides(run.settings))
+        return f"TENSORBOARD_DIR={shell_word(str(run_dir), root)} python3 -m verl.trainer.main_ppo {overrides} \"$@\"{more}"
     else:
         cmd = (_accelerate(hw) + ["-m"] if hw.processes > 1 else ["python", "-m"]) + [
             "llm_runs.training.train", "--config", str(settings)]
-    line = " ".join(c if c.startswith("$") else shlex.quote(c) for c in cmd)
-    return f"{line} \"$@\"{extra}"
+        cmd += ["--out", str(run.settings["out"])] if "out" in run.settings else []
+    line = " ".join(shell_word(c, root) for c in cmd)
+    return f"{line} \"$@\"{more}"
 
 
 def verl_overrides(settings: dict[str, Any]) -> list[str]:
@@ -192,15 +220,20 @@ Files = dict[Path, str]
 
 
 def run_files(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Path, extra: str = "") -> tuple[Files, str]:
-    """The run's settings file and its launch line."""
+    """The run's settings file and its launch.sh line (paths from ``"$ROOT"``, ``out``)."""
     return ({run_dir / SETTINGS_FILE[trainer]: settings_text(trainer, run.settings)},
-            launch_line(trainer, run, hw, out, run_dir, extra))
+            launch_line(trainer, run, hw, out, run_dir, extra, relocatable=True))
 
 
-def _script(lines: list[str], trainer: str, path: Path) -> str:
-    """``path`` (a launch.sh): the ``lines`` one after another, with the line that runs it."""
+def _script(lines: list[str], trainer: str, path: Path, root: Path) -> str:
+    """``path`` (a launch.sh): ``$ROOT`` (``root``, found from where the script is), then the ``lines``
+    one after another, with the line that runs it."""
+    import os
+
+    up = os.path.relpath(root, path.parent)
     return ("#!/usr/bin/env bash\n# one run after another; your model and data arguments follow, e.g.\n"
-            f"#   bash {shlex.quote(str(path))} {USER_ARGS[trainer]}\nset -euo pipefail\n" + "\n".join(lines) + "\n")
+            f"#   bash {shlex.quote(str(path))} {USER_ARGS[trainer]}\nset -euo pipefail\n"
+            + ROOT_LINE.format(up="" if up == "." else "/" + shlex.quote(up)) + "\n" + "\n".join(lines) + "\n")
 
 
 SLURM = '''"""The sweep as one SLURM job array through submitit: python submit_slurm.py MODEL_AND_DATA_ARGS..."""
@@ -360,7 +393,7 @@ def sweep_files(req: Request, sweep: dict[str, Any], out: Path, schedule: dict |
         files.update(f)
         lines.append(line)
     files.update(support_files(trainer, out, sweep["runs"], hw))
-    files[out / "launch.sh"] = _script(lines, trainer, out / "launch.sh")
+    files[out / "launch.sh"] = _script(lines, trainer, out / "launch.sh", out)
     files[out / RUNS_FILE] = "run,n,b_p,seed,lr\n" + "".join(
         f"{r.name},{r.n},{r.b_p},{r.seed},{'' if r.lr is None else repr(r.lr)}\n" for r in sweep["runs"])
     sched_lines: list[str] = []
@@ -411,7 +444,7 @@ def schedule_files(req: Request, sweep: dict[str, Any], out: Path, view: dict) -
     files, line1 = run_files(trainer, one, hw, out, first)
     f2, line2 = run_files(trainer, two, hw, out, folder / two.name, start)
     files.update(f2)
-    files[folder / "launch.sh"] = _script([line1, line2], trainer, folder / "launch.sh")
+    files[folder / "launch.sh"] = _script([line1, line2], trainer, folder / "launch.sh", out)
     return files, [line1, line2]
 
 
@@ -436,7 +469,9 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
             "| run | n | B_p | steps | rollouts | lr | memory |", "|---|---|---|---|---|---|---|", table, "",
             *lr_md(req, sweep["b_p"]), "", "## 0. Install", "", *INSTALL[t], "", "## 1. Run the sweep", "",
             "Each line of `launch.sh` trains one run; add your own model and data arguments after it:", "",
-            "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "", "The first run's line:", "",
+            "```", f"bash {out / 'launch.sh'} {USER_ARGS[t]}", "```", "",
+            "The first run's line (`$ROOT`: this folder, found from where launch.sh is, so the folder can be moved "
+            "or copied to the training machine):", "",
             "```", lines[0], "```", ""]
     if t == "verl":
         text += ["verl logs no batch settings: isosim reads n and B_p of each run from `isosim_runs.csv`.", ""]
@@ -556,11 +591,14 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     steps = P.steps_for(budget, n, b_p)
     name = f"full-n{n}"
     run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name, lr=lr)
-    files, line = run_files(trainer, run, hw, plan_dir or out, out / name)
+    root = plan_dir or out
     if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
+        root = out
+    files, line = run_files(trainer, run, hw, root, out / name)
+    if root == out and trainer == "trl":
         files.update(support_files(trainer, out, [run], hw))
-        line = launch_line(trainer, run, hw, out, out / name)
-    files[out / "launch.sh"] = _script([line], trainer, out / "launch.sh")
+    files[out / "launch.sh"] = _script([line], trainer, out / "launch.sh", root)
+    line = launch_line(trainer, run, hw, root, out / name)  # as it runs here: every path absolute
     refuse_overwrite(out, files, force, f"--for {trainer}")
     files[out / LEDGER] = ledger_text(out, {p: text.encode("utf-8") for p, text in files.items()})
     commit(out, files)
