@@ -281,6 +281,17 @@ def test_recommend_runs_reads_the_runs_once_for_the_reader_each_runs_lr_and_the_
     r = json.loads(out)
     assert [e["lr"] for e in r["lr"]["each"].values()] == pytest.approx([3e-4] * 4, rel=1e-12)
     assert r["lr_read"]["rho"]["8"] == pytest.approx(math.sqrt(8), rel=1e-12) and r["lr_read"]["rho"]["64"] == pytest.approx(1.0)
+    # both ways the cheap part misleads at one lr: small n fall later, large n rise later (both one-lr sweeps'
+    # n* at 1e6, in both readings, is 64 or more: read from their read-outs)
+    line = " ".join(r["lr_read"]["line"].split())
+    assert "cannot see a small n that over-steps fall later, nor a large n that under-steps rise later" in line
+    from measured_helpers import load
+
+    const = load("organism_hard_const/measured.json")["rules"]
+    c8 = load("organism_const8/measured.json")["readings"]
+    at_c = [r["best"] for reading in ("best", "final") for r in const[reading] if r["rule"] == "constant" and r["budget"] == 1e6]
+    at_c += [next(c for c in c8[reading]["n_star"] if c["budget"] == 1e6)["n_star"] for reading in ("best", "final")]
+    assert len(at_c) == 4 and min(at_c) >= 64 and max(at_c) <= 256 and "n = 64-256 led by 1e6" in line
 
 
 def test_runs_of_one_n_at_two_lrs_are_refused_by_the_one_check_wherever_the_lr_is_read(tmp_path):

@@ -554,7 +554,8 @@ def direct_lr_note(path: str | Path, df: pd.DataFrame, lr_tuned_at: int | None =
     off = ", ".join(f"n = {n}: x{r:.2g}" for n, r in sorted(rho.items()) if abs(r - 1) > 1e-3)
     line = (f"the runs' lr departs from what the calibration gives each n (the sqrt rule from {anchor.lr:.3g} at "
             f"{anchor.batch:g} rollouts a step, {anchor.source}): {off}. The cheap part alone cannot see a small n "
-            "that over-steps fall later; `recommend --runs ... --profile FILE` reads every n's cheap curve with the "
+            "that over-steps fall later, nor a large n that under-steps rise later (on both measured one-lr sweeps "
+            "n = 64-256 led by 1e6, the one set for n = 8 included); `recommend --runs ... --profile FILE` reads every n's cheap curve with the "
             "model and carries it to C, and its pick can differ from this one for that reason")
     return {"at_calibration": False, "rho": {str(n): rho[n] for n in sorted(rho)},
             "anchor": {"lr": anchor.lr, "batch": anchor.batch, "from": anchor.source}, "line": line}
