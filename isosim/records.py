@@ -492,7 +492,7 @@ def _check_plausible(df: pd.DataFrame, metric: str) -> None:
                           f"value{'s' if bad.sum() > 1 else ''}); fix or delete it")
 
 
-def _check_lrs(df: pd.DataFrame) -> None:
+def check_lrs(df: pd.DataFrame) -> None:
     """Refuse runs of one n (and B_p) at several learning rates: they are not seeds of one n. Each
     run's lr is its first logged one (as :func:`isosim.integrations.lr.run_lrs` reads it: a logged
     schedule does not make a run two lrs)."""
@@ -515,7 +515,7 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
     """Every damage of a normalised records table for ``metric``, named or refused.
 
     Refused (``IsosimError``, one line): a value no share or reward takes (:func:`_check_plausible`),
-    runs of one n at several lrs (:func:`_check_lrs`). Named, and taken out of the rows a reader
+    runs of one n at several lrs (:func:`check_lrs`). Named, and taken out of the rows a reader
     compares: values of the metric that are not finite numbers (a run whose last values are NaN, inf
     or empty is read to its last number and is then short), runs with no value of the metric at all,
     the earlier of two disagreeing evaluations of one run at one budget. Named only: runs the plan
@@ -523,7 +523,7 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
     sweep (``unfinished``: the reader's words for it). Short runs: :func:`run_reach` on the rows
     left (``cap``: a reader that reads only that far)."""
     _check_plausible(df, metric)
-    _check_lrs(df)
+    check_lrs(df)
     notes: list[str] = []
     if unfinished:
         notes.append(unfinished)

@@ -243,10 +243,10 @@ def test_one_commands_folder_given_to_another_is_one_line(tmp_path):
 
 
 def test_a_logged_lr_schedule_is_one_lr_per_run():
-    from isosim.records import _check_lrs
+    from isosim.records import check_lrs
 
     warm = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "n": 4, "b_p": 8, "lr": [1e-7, 1e-6, 1e-7, 1e-6]})
-    _check_lrs(warm)  # both runs warm up alike: one lr
+    check_lrs(warm)  # both runs warm up alike: one lr
 
 
 def test_the_updates_at_c_shown_are_whole_steps_as_the_full_run_takes(runs):

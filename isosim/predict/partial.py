@@ -183,12 +183,12 @@ def runs_lrs(path: Path, df: pd.DataFrame, ns: Sequence[int], b_p: int, rule: st
     every reader of runs refuses them), every other n's by the runs' ``rule`` from them; None where
     no run's lr is found."""
     from isosim.integrations import lr as LR
-    from isosim.records import _check_lrs
+    from isosim.records import check_lrs
 
     known = {run: r for run, r in LR.run_lrs(path, df).items() if r["lr"] is not None}
     if not known:
         return None, "no run's lr found"
-    _check_lrs(pd.DataFrame({"run_id": list(known), "n": [r["n"] for r in known.values()],
+    check_lrs(pd.DataFrame({"run_id": list(known), "n": [r["n"] for r in known.values()],
                              "b_p": [r["b_p"] for r in known.values()], "lr": [r["lr"] for r in known.values()]}))
     lrs = {int(r["n"]): round(float(r["lr"]), 15) for r in known.values()}
     bases = [LR.base_of(v, b_p * n, rule) for n, v in lrs.items()]
