@@ -243,3 +243,40 @@ def test_what_is_validated_says_what_the_committed_results_say():
     # "the simulator's n* ... on average did worse than a fixed n = 8"
     for block in ("overall", "held_out", "all_sweeps"):
         assert plane[block]["profile-only"]["best"]["mean_regret"] > plane[block]["fixed n = 8"]["best"]["mean_regret"]
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    """Every heading's anchor on ``page`` (a repeated heading's second anchor gets ``-1``, and so on)."""
+    count: dict[str, int] = {}
+    found = set()
+    for m in re.finditer(r"^#{1,6} (.+)$", page.read_text(), re.M):
+        s = _slug(m.group(1))
+        found.add(s if s not in count else f"{s}-{count[s]}")
+        count[s] = count.get(s, 0) + 1
+    return found
+
+
+def test_every_relative_link_and_anchor_in_the_docs_resolves():
+    """Each link of the README, docs/ and studies/ pages to a file of the repository names one that
+    exists, and each #anchor a heading of its page."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "studies").glob("*.md"))]
+    bad = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            link = m.group(1)
+            if re.match(r"^[a-z]+:", link):
+                continue
+            path, _, frag = link.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists():
+                bad.append(f"{page.name}: {link} (no such file)")
+            elif frag and target.suffix == ".md" and frag not in _anchors(target):
+                bad.append(f"{page.name}: {link} (no such heading)")
+    assert not bad, bad
+    assert _slug("The lr each run had: one lr set where it suits n = 8") == "the-lr-each-run-had-one-lr-set-where-it-suits-n--8"
