@@ -23,7 +23,9 @@ def main(processes: int, paths: list[str]) -> None:
             cfg = GRPOConfig(**kwargs, use_cpu=True)
             out = {"path": path, "generation_batch_size": cfg.generation_batch_size,
                    "steps_per_generation": cfg.steps_per_generation, "num_generations": cfg.num_generations,
-                   "max_steps": cfg.max_steps}
+                   "max_steps": cfg.max_steps, "lr_scheduler_type": str(getattr(cfg.lr_scheduler_type, "value",
+                                                                                  cfg.lr_scheduler_type)),
+                   "warmup_steps": cfg.warmup_steps}
         except ValueError as exc:
             out = {"path": path, "error": str(exc)}
         print(json.dumps(out))

@@ -300,6 +300,8 @@ def test_trl_configs_load_into_grpoconfig_on_1_7_8_processes(tmp_path):
         b_p = json.loads((out / F.PLAN_FILE).read_text())["b_p"]
         for r in rows:
             assert r["generation_batch_size"] == b_p * r["num_generations"]
+            # one lr for the whole run, as TRL reads the file (its default would decay it to 0 over max_steps)
+            assert (r["lr_scheduler_type"], r["warmup_steps"] or 0) == ("constant", 0)
         batches[processes] = b_p
     assert batches == {1: 32, 7: 42, 8: 32}  # 7: 35 would give n = 7 micro-batches of one completion
 

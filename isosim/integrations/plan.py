@@ -279,12 +279,16 @@ def resolve_b_p(trainer: str, ns: list[int], b_p: int | None, processes: int,
 # Each trainer's settings for one run
 # ----------------------------------------------------------------------------------------------
 def trl_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
-    """``GRPOConfig`` arguments (TRL 1.16 names) for one on-policy update per generation batch."""
+    """``GRPOConfig`` arguments (TRL 1.16 names) for one on-policy update per generation batch, at one
+    lr for the whole run (``lr_scheduler_type: constant``: TRL's default, linear decay to 0 over
+    ``max_steps``, would anneal each cheap run over its own length, so a cheap run would not be the
+    start of its full run and runs of different n would not be compared at their lr)."""
     per_device, accum = micro_batch(run.n, run.b_p, hw)
     return {
         "output_dir": log_dir, "run_name": run.name, "num_generations": run.n,
         "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accum,
         "steps_per_generation": accum, "num_iterations": 1, "max_steps": run.steps, "seed": run.seed,
+        "lr_scheduler_type": "constant",
         "logging_steps": 1, "report_to": ["tensorboard"], "save_strategy": "no",
         **({} if run.lr is None else {"learning_rate": run.lr}),
     }
