@@ -110,11 +110,20 @@ def test_plan_lr_tuned_at_keeps_that_ns_lr_exactly(monkeypatch, capsys, tmp_path
     record = json.loads((plan / "isosim_plan.json").read_text())
     assert record["request"]["lr_tuned_at"] == 8 and record["request"]["lr"] == 1e-6
     assert "tuned at n = 8" in (plan / "README.md").read_text()
-    # without the flag, --lr is the lr at 1024 rollouts a step, as before
+    # without the flag, a TRL user's --lr is taken as tuned at TRL's default num_generations (8): the same runs,
+    # said as an assumption; for verl, --lr alone is the lr at 1024 rollouts a step
     plan2 = _plan(monkeypatch, capsys, tmp_path / "b", "--lr", "1e-6")
-    n8 = yaml.safe_load(next((plan2 / "runs").glob("n8-*/config.yaml")).read_text())
-    b_p = int(json.loads((plan2 / "isosim_plan.json").read_text())["b_p"])
-    assert n8["learning_rate"] == pytest.approx(1e-6 * math.sqrt(8 * b_p / 1024), rel=1e-12)
+    for n, v in lrs.items():
+        doc = yaml.safe_load(next((plan2 / "runs").glob(f"n{n}-*/config.yaml")).read_text())
+        assert doc["learning_rate"] == v, n
+    assert json.loads((plan2 / "isosim_plan.json").read_text())["request"]["lr_tuned_assumed"] is True
+    assert "taken as tuned at TRL's default num_generations, n = 8" in (plan2 / "README.md").read_text()
+    code, _, err = run(monkeypatch, capsys, "plan", "--for", "verl", "--budget", "2e6", "--processes", "8",
+                       "--lr", "1e-6", "--out", tmp_path / "c")
+    assert code == 0, err
+    b_p = int(json.loads((tmp_path / "c" / "isosim_plan.json").read_text())["b_p"])
+    n8 = next((tmp_path / "c" / "runs").glob("n8-*/overrides.txt")).read_text()
+    assert f"actor_rollout_ref.actor.optim.lr={1e-6 * math.sqrt(8 * b_p / 1024)!r}" in n8
 
 
 @pytest.mark.parametrize("extra, words", [(["--lr-tuned-at", "8"], "give --lr too"),

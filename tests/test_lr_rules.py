@@ -53,6 +53,8 @@ def test_lrs_that_follow_no_rule_are_mixed_and_one_batch_is_unknown():
 # plan --lr --lr-rule writes each run's lr
 # ----------------------------------------------------------------------------------------------
 def test_plan_for_trl_writes_learning_rate_in_every_run_by_the_sqrt_rule(tmp_path, monkeypatch, capsys):
+    """A TRL user's --lr alone is their lr at TRL's default num_generations (n = 8 keeps it exactly; the
+    sqrt rule scales the other n from B_p x 8), said in the README as an assumption."""
     out = tmp_path / "p"
     code, text, err = run(monkeypatch, capsys, "plan", "--for", "trl", "--budget", "2e6", "--lr", "1e-6", "--out", out)
     assert code == 0, err
@@ -60,11 +62,13 @@ def test_plan_for_trl_writes_learning_rate_in_every_run_by_the_sqrt_rule(tmp_pat
     assert len(plan["runs"]) == 8
     for r in plan["runs"]:
         cfg = yaml.safe_load((out / "runs" / r["name"] / "config.yaml").read_text())
-        assert cfg["learning_rate"] == pytest.approx(sqrt_lr(1e-6, r["b_p"], r["n"]), rel=1e-12), r["name"]
+        assert cfg["learning_rate"] == pytest.approx(1e-6 * math.sqrt(r["n"] / 8), rel=1e-12), r["name"]
+        assert cfg["learning_rate"] == 1e-6 or r["n"] != 8
     readme = (out / "README.md").read_text()
-    assert "by the **sqrt** rule" in readme and "B_p x n = 1024" in readme and "n = 2 collapsed" in readme
+    assert "by the **sqrt** rule" in readme and "B_p x n = 256" in readme and "n = 2 collapsed" in readme
+    assert "taken as tuned at TRL's default num_generations, n = 8 (--lr-tuned-at N" in readme
     table = pd.read_csv(out / "isosim_runs.csv")
-    assert table["lr"].tolist() == pytest.approx([sqrt_lr(1e-6, 32, n) for n in table["n"]])
+    assert table["lr"].tolist() == pytest.approx([1e-6 * math.sqrt(n / 8) for n in table["n"]])
 
 
 def test_plan_constant_rule_gives_every_n_the_base(tmp_path, monkeypatch, capsys):
@@ -228,11 +232,12 @@ def test_a_trl_plan_read_back_gives_the_full_run_the_picks_lr(tmp_path, monkeypa
         (d / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     code, text, err = run(monkeypatch, capsys, "recommend", "--runs", out / "runs", "--budget", "4e5", "--for", "trl")
     assert code == 0, err
-    assert "the runs' lr rule: sqrt (lr = 1e-06 x sqrt(B_p n / 1024))" in text
+    # the plan's 1e-6 at n = 8 (B_p 32: 256 rollouts a step) is the sqrt rule's 2e-6 at 1,024
+    assert "the runs' lr rule: sqrt (lr = 2e-06 x sqrt(B_p n / 1024))" in text
     pick = int(text.split("pick n = ")[1].split(";")[0])
     full = yaml.safe_load((out / "full" / f"full-n{pick}" / "config.yaml").read_text())
-    assert full["learning_rate"] == pytest.approx(sqrt_lr(1e-6, 32, pick))
-    assert f"lr for the pick (n = {pick}, B_p = 32): {sqrt_lr(1e-6, 32, pick):.3g}" in text
+    assert full["learning_rate"] == pytest.approx(sqrt_lr(2e-6, 32, pick))
+    assert f"lr for the pick (n = {pick}, B_p = 32): {sqrt_lr(2e-6, 32, pick):.3g}" in text
 
 
 def test_run_lrs_reads_verl_overrides_by_run_folder(tmp_path, monkeypatch, capsys):

@@ -61,15 +61,22 @@ class Request:
     the rule scales the others from there (None: ``lr`` is the lr at 1024 rollouts a step)"""
     lr_defaulted: bool = False
     """``lr`` and ``lr_tuned_at`` are TRL's defaults, set because ``--lr`` was not given (:func:`trl_default_lr`)"""
+    lr_tuned_assumed: bool = False
+    """``--lr`` was given without ``--lr-tuned-at`` for TRL: taken as tuned at TRL's default num_generations"""
 
 
 def trl_default_lr(req: "Request") -> "Request":
-    """A TRL request without ``--lr``: TRL's default learning_rate at TRL's default num_generations
-    (``--lr 1e-6 --lr-tuned-at 8``), so that n = 8's runs are the run a TRL user makes without isosim."""
+    """A TRL request's lr the way a TRL user holds it: without ``--lr``, TRL's default learning_rate at
+    TRL's default num_generations (``--lr 1e-6 --lr-tuned-at 8``), so that n = 8's runs are the run a
+    TRL user makes without isosim; ``--lr`` without ``--lr-tuned-at``, that lr at the same n = 8 (the
+    user's lr, kept exactly by the runs of the n it was most likely tuned at, not halved there by a
+    reference batch of 1,024 rollouts)."""
     from dataclasses import replace
 
-    if req.trainer != "trl" or req.lr is not None or req.lr_tuned_at is not None:
+    if req.trainer != "trl" or req.lr_tuned_at is not None:
         return req
+    if req.lr is not None:
+        return replace(req, lr_tuned_at=LR.TRL_DEFAULT_N, lr_tuned_assumed=True)
     return replace(req, lr=LR.DEFAULT_BASE, lr_tuned_at=LR.TRL_DEFAULT_N, lr_defaulted=True)
 
 
@@ -84,6 +91,9 @@ def lr_where(req: Request, b_p: int) -> str:
     base, _, ref = lr_of(req, b_p)
     if req.lr_defaulted:
         return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}: TRL's default num_generations)"
+    if req.lr_tuned_assumed:
+        return (f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}: taken as tuned at TRL's default "
+                "num_generations; --lr-tuned-at N if you tuned it at another n)")
     if req.lr_tuned_at is not None:
         return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}, where it was tuned: --lr-tuned-at)"
     return f"{base:g} at B_p x n = {LR.LR_REF_BATCH}"
@@ -523,6 +533,9 @@ def lr_md(req: Request, b_p: int) -> list[str]:
     given = "given by --lr" if req.lr is not None and not req.lr_defaulted else f"--lr not given: {default_base(req.trainer)}"
     if req.lr_defaulted:
         given += f", at TRL's default num_generations, n = {req.lr_tuned_at}: that n's runs get it exactly"
+    elif req.lr_tuned_assumed:
+        given += (f", taken as tuned at TRL's default num_generations, n = {req.lr_tuned_at} (--lr-tuned-at N if "
+                  "you tuned it at another n): that n's runs get it exactly")
     elif req.lr_tuned_at is not None:
         given += f", tuned at n = {req.lr_tuned_at} (--lr-tuned-at): that n's runs get it exactly"
     formula = (f"lr = {base:g} x sqrt(B_p x n / {ref:g})" if rule == "sqrt" else f"lr = {base:g} for every n")
