@@ -210,10 +210,16 @@ def test_a_moved_plan_folder_launches_from_where_it_is_now(tmp_path, trainer):
         (stub / exe).write_text(STUB)
         (stub / exe).chmod(0o755)
     log = tmp_path / "argv.txt"
-    run = subprocess.run(["bash", str(new / "launch.sh"), "--model_name_or_path", "M"], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(log)})
-    assert run.returncode == 0, run.stderr
-    words = log.read_text().splitlines()
+
+    def launch() -> list[str]:
+        log.write_text("")
+        run = subprocess.run(["bash", str(new / "launch.sh"), "--model_name_or_path", "M"], capture_output=True,
+                             text=True, timeout=60,
+                             env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(log)})
+        assert run.returncode == 0, run.stderr
+        return log.read_text().splitlines()
+
+    words = launch()
     paths = [w.split("=", 1)[-1] for w in words if "/" in w]
     assert paths and not any(str(old) in w for w in words), [w for w in words if str(old) in w][:3]
     assert all(p.startswith(str(new)) for p in paths if p.startswith(str(tmp_path))), paths
@@ -225,6 +231,12 @@ def test_a_moved_plan_folder_launches_from_where_it_is_now(tmp_path, trainer):
         assert [w for w in words if w.startswith("TENSORBOARD_DIR=")] == [
             f"TENSORBOARD_DIR={new / 'runs' / r}" for r in ("n4-s0", "n16-s0")]
     assert words.count("M") == 2  # the user's arguments reach every run
+    if trainer == "trl":  # a run train_grpo.py marked finished is not trained again when launch.sh is rerun
+        from isosim.integrations.trl_script import FINISHED
+
+        (new / "runs" / "n4-s0" / FINISHED).write_text("{}\n")
+        words = launch()
+        assert [words[i + 1] for i, w in enumerate(words) if w == "--output_dir"] == [str(new / "runs" / "n16-s0")]
 
 
 @pytest.mark.parametrize("trainer", ["trl", "verl", "isosim"])

@@ -63,6 +63,15 @@ def test_plan_run_with_trl_and_recommend_back(tmp_path):
                           "--disable_tqdm", "true"],
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+    # each finished run is marked; launch.sh run again trains neither again (their records stay as they are)
+    from isosim.integrations.trl_script import FINISHED
+
+    for n, steps in ((2, 4), (4, 2)):
+        assert json.loads((out / "runs" / f"n{n}-s0" / FINISHED).read_text()) == {"steps": steps, "max_steps": steps}
+    before = {p: p.read_bytes() for p in (out / "runs").glob("*/records.jsonl")}
+    again = subprocess.run(["bash", str(out / "launch.sh"), "--model_name_or_path", model], capture_output=True,
+                           text=True, cwd=tmp_path, env=env, timeout=120)
+    assert again.returncode == 0 and {p: p.read_bytes() for p in before} == before, again.stderr[-2000:]
     last = {}
     for n, steps in ((2, 4), (4, 2)):
         recs = [json.loads(x) for x in (out / "runs" / f"n{n}-s0" / "records.jsonl").read_text().splitlines()]

@@ -193,9 +193,14 @@ def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Pa
     root = out if relocatable else None
     settings = run_dir / SETTINGS_FILE[trainer]
     more = " " + " ".join(shell_word(t, root) for t in shlex.split(extra)) if extra.strip() else ""
+    skip = ""
     if trainer == "trl":
+        from isosim.integrations.trl_script import FINISHED
+
         cmd = _accelerate(hw) + [str(out / "train_grpo.py"), "--config", str(settings)]
         cmd += ["--output_dir", str(run.settings["output_dir"])] if "output_dir" in run.settings else []
+        if relocatable and "output_dir" in run.settings:  # a rerun of launch.sh skips the runs that finished
+            skip = f"[ -e {shell_word(str(Path(run.settings['output_dir']) / FINISHED), root)} ] || "
     elif trainer == "verl":
         overrides = " ".join(shell_word(o, root) for o in verl_overrides(run.settings))
         return f"TENSORBOARD_DIR={shell_word(str(run_dir), root)} python3 -m verl.trainer.main_ppo {overrides} \"$@\"{more}"
@@ -204,7 +209,7 @@ def launch_line(trainer: str, run: P.Run, hw: P.Hardware, out: Path, run_dir: Pa
             "llm_runs.training.train", "--config", str(settings)]
         cmd += ["--out", str(run.settings["out"])] if "out" in run.settings else []
     line = " ".join(shell_word(c, root) for c in cmd)
-    return f"{line} \"$@\"{more}"
+    return f"{skip}{line} \"$@\"{more}"
 
 
 def verl_overrides(settings: dict[str, Any]) -> list[str]:

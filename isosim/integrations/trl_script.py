@@ -15,7 +15,10 @@
 ``solution`` column, ...) or dotted import paths (``module.function``, importable from the working folder). With a held-out set, isosim's
 ``RecordsCallback`` writes ``records.jsonl`` with validation avg@k / best@k / worst@k into the
 run's ``output_dir``; without one it writes the training reward only. The model is saved to
-``output_dir`` at the end (a later stage of a schedule starts from it).
+``output_dir`` at the end (a later stage of a schedule starts from it), then ``FINISHED``
+(``isosim_finished.json``): the plan's ``launch.sh`` skips a run that has it, so that rerunning the
+sweep after one run failed does not train the finished ones again (a fresh start rewrites a run's
+records).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FILE_TYPES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+FINISHED = "isosim_finished.json"
+"""written into ``output_dir`` once the run reached ``max_steps`` and its model was saved"""
 
 
 @dataclass
@@ -89,6 +94,11 @@ def main(argv: list[str] | None = None) -> None:
                           train_dataset=train, callbacks=[callback])
     trainer.train()
     trainer.save_model(training.output_dir)
+    done = trainer.state.global_step
+    if trainer.is_world_process_zero() and training.max_steps > 0 and done >= training.max_steps:
+        import json
+
+        Path(training.output_dir, FINISHED).write_text(json.dumps({"steps": done, "max_steps": training.max_steps}) + "\n")
 
 
 if __name__ == "__main__":
