@@ -316,6 +316,8 @@ def _recommend_runs(runs: Path, budget: float, method: Optional[str], reading: s
                f"({r['cheap_share']:.1%} of C = {budget:.3g}); reader {r['method']}"
                + (f" ({choice.READER_WORDS[r['method']]})" if r["method"] in choice.READER_WORDS else "")
                + f"; reading {reading}")
+    if r.get("seed_warning"):
+        typer.echo(r["seed_warning"])
     if r.get("cheap_caveat"):
         typer.echo(r["cheap_caveat"])
     band = "{" + ", ".join(str(n) for n in r["tie_band"]) + "}"

@@ -164,3 +164,25 @@ def test_clean_runs_are_read_without_a_damage_note(tmp_path):
         assert code == 0, (reader, err)
         for words in ("stopped short", "without records", "not a number", "several evaluations", "cannot be fitted", "no val_avg", "seed 1 is"):
             assert words not in out, (reader, words, out)
+
+
+def test_a_missing_run_that_leaves_a_seed_out_of_every_n_is_a_warning_line(tmp_path):
+    """recommend --runs compares the n on the seeds every n has: one deleted run of seed 0 leaves seed
+    0's other runs unread. That is its own warning line (how many runs, which seed lacks which n, what
+    was read), not only a clause of the header; with every run there, no such line."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    damage(root, write_runs(root), [], 0)
+    code, out, err = run_cli("recommend", "--runs", root, "--budget", "5e5")
+    assert code == 0, err
+    assert "runs are not read" not in out
+    shutil.rmtree(root / name(4, 0))
+    code, out, err = run_cli("recommend", "--runs", root, "--budget", "5e5")
+    assert code == 0, err
+    lines = out.splitlines()
+    warn = [ln for ln in lines if ln.startswith("warning: ")]
+    assert warn == [lines[1]]  # right under the header, before the pick
+    assert (f"warning: {len(NS) - 1} of {len(NS) * len(SEEDS) - 1} runs are not read (seed 0 has no run of n = 4): "
+            "every n is compared on seed 1 alone") in warn[0]
+    code, out, err = run_cli("recommend", "--runs", root, "--budget", "5e5", "--json")
+    assert code == 0 and json.loads(out)["seeds"] == [1] and json.loads(out)["seed_warning"] == warn[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -218,6 +218,23 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
                      f"{cheap:.3g} rollouts")}
 
 
+def seed_warning(df: Any, read: Sequence[int]) -> str | None:
+    """Where a seed is missing for some n, the reader compares the n on the seeds every n has: the runs
+    of the other seeds are not read at all. Said in one line, with the runs left out (None: every run read)."""
+    runs = df.drop_duplicates("run_id")[["run_id", "n", "seed"]]
+    left = runs[~runs["seed"].astype(int).isin(set(read))]
+    if left.empty:
+        return None
+    gone = sorted({int(s) for s in left["seed"]})
+    lacking = {s: sorted({int(n) for n in runs["n"]} - {int(n) for n in runs[runs["seed"].astype(int) == s]["n"]})
+               for s in gone}
+    why = "; ".join(f"seed {s} has no run of n = {', '.join(map(str, ns))}" for s, ns in lacking.items() if ns)
+    return (f"warning: {len(left)} of {len(runs)} runs are not read ({why}): every n is compared on seed"
+            f"{'s' if len(read) > 1 else ''} {', '.join(map(str, read))} alone, the seeds every n has, so the pick "
+            f"and its se can differ from what all runs give; run the missing ones, or remove seed"
+            f"{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} to say so")
+
+
 def runs_matters_line(out: dict[str, Any], regime_text: str) -> dict[str, Any]:
     """"Does n matter here?" for ``recommend --runs``: each n's expected regret against its own se."""
     regret = {int(n): float(v["expected_regret"]) for n, v in out["n"].items()}
@@ -328,6 +345,7 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
                            f"readers were scored at (2.5 % to 20 %): this pick carries the cheap curves further than "
                            f"any scored one; running every n to {SCORED_SHARE * budget:,.0f} rollouts reads it as scored"
                            if cheap < SCORED_SHARE * budget * (1 - 1e-9) else None)
+    out["seed_warning"] = seed_warning(df, [int(x) for x in out["seeds"]])
     for v in out["n"].values():
         if v["expected_regret"] < 0:
             v["expected_regret_raw"], v["expected_regret"], v["clipped"] = v["expected_regret"], 0.0, True
