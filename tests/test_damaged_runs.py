@@ -186,3 +186,15 @@ def test_a_missing_run_that_leaves_a_seed_out_of_every_n_is_a_warning_line(tmp_p
             "every n is compared on seed 1 alone") in warn[0]
     code, out, err = run_cli("recommend", "--runs", root, "--budget", "5e5", "--json")
     assert code == 0 and json.loads(out)["seeds"] == [1] and json.loads(out)["seed_warning"] == warn[0]
+
+
+def test_runs_that_already_reach_the_budget_are_refused_with_where_to_read_them(tmp_path):
+    root = tmp_path / "runs"
+    root.mkdir()
+    damage(root, write_runs(root), [], 0)
+    reach = max(STEPS) * B_P * max(NS)
+    code, out, err = run_cli("recommend", "--runs", root, "--budget", reach)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and not out
+    assert f"the runs already reach {reach:.3g} rollouts, at or past the budget" in lines[0]
+    assert f"isosim analyze {root}" in lines[0] and "larger --budget" in lines[0]

@@ -344,7 +344,9 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"{path}: the runs have no evaluation after step 0: nothing to calibrate on")
     cheap = max(r for seeds in runs.values() for c in seeds.values() for r, _ in c)
     if cheap >= budget:
-        raise IsosimError(f"the runs already reach {cheap:.3g} rollouts, at or past the budget {budget:.3g}")
+        from isosim.predict.choice import finished_runs
+
+        raise IsosimError(finished_runs(path, cheap, budget))
     setting, sources = setting_of(path, df, b_p, problems, train_size, val_size, warmup)
     rule, sources["lr_rule"] = lr_rule_of(path, df, b_p, lr_rule)
     grid = grid_for(budget, b_p, sorted(set(GRID_N) | set(runs)))
