@@ -537,7 +537,8 @@ def certainty_lines(r: Recommendation) -> list[str]:
                      f"<= {c.get('max_rollouts')} rollouts, rmse {c.get('rmse') or float('nan'):.3g}) on the "
                      f"{c.get('preset')} preset")
     else:
-        lines.append("uncalibrated: this is the simulator's preset dynamics (the profile gives only pass rates); "
+        lines.append("uncalibrated: this is the simulator's preset dynamics, fitted to no run of yours (a profile gives "
+                     "only pass rates); "
                      "calibrate on cheap real runs (isosim calibrate --dynamics, isosim predict) before trusting it")
         lines.append(cheap_sweep_line(r.budget))
         lines.extend(track_record_lines(r.track_record))
