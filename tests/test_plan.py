@@ -279,6 +279,8 @@ def test_plan_writes_folder_and_readme(tmp_path, trainer):
                                                         "base_lr": 1e-6, "lr_rule": "sqrt", "lr_ref_batch": 1024}
     readme = (out / "README.md").read_text()
     assert f"isosim recommend --runs {out / 'runs'} --budget 200000 --for {trainer}" in readme
+    # the memory the table's micro-batch does not bound: generating B_p x n / processes at once (n = 16: 64)
+    assert ("generates its B_p x n / processes completions at once (up to 64 for n = 16)" in readme) == (trainer != "isosim")
     for name, n, _, steps, rollouts in want:  # the README's table is the plan's
         assert f"| {name} | {n} | 32 | {steps} | {rollouts:,} |" in readme
     assert (out / "train_grpo.py").exists() == (trainer == "trl")

@@ -479,7 +479,10 @@ def readme(req: Request, sweep: dict[str, Any], out: Path, lines: list[str], sch
             f"Budget C = {req.budget:.6g} rollouts{req.budget_note}; each run spends the cheap share {req.share:g} of it "
             f"(at most {sweep['cheap']:.6g} rollouts), every n at B_p = {sweep['b_p']} prompts per update, "
             f"{len(runs)} run(s) on {hw.processes} process(es) over {hw.nodes} node(s), at most {hw.per_device} "
-            "completions per device in a micro-batch.",
+            "completions per device in a training micro-batch"
+            + (f"; generation is not split so: each process generates its B_p x n / processes completions at once "
+               f"(up to {max(r.b_p * r.n for r in runs) // hw.processes:,} for n = {max(r.n for r in runs)}), so the "
+               "largest n needs the most memory for sampling" if t in ("trl", "verl") else "") + ".",
             "", f"Trainer: {what}.", "", *[f"- {n}" for n in sweep["notes"]], "",
             "| run | n | B_p | steps | rollouts | lr | memory |", "|---|---|---|---|---|---|---|", table, "",
             *lr_md(req, sweep["b_p"]), "", "## 0. Install", "", *INSTALL[t], "", "## 1. Run the sweep", "",
