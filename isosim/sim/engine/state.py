@@ -108,11 +108,14 @@ class _Batch:
                            and one("beta1") is not None and one("beta2") is not None)
         self.betas = (one("beta1"), one("beta2"))
 
-    def keep(self, sel: list[int]) -> None:
-        """Drop every run not in ``sel`` (finished runs leave the batch)."""
+    def keep(self, sel: list[int], width: int | None = None) -> None:
+        """Drop every run not in ``sel`` (finished runs leave the batch); with ``width``, the batch
+        narrows to that many problem slots (at least the largest ``b_p`` left)."""
         ix = torch.as_tensor(sel, dtype=torch.long, device=self.vec["lr"].device)
         for name in ("params", "m1", "m2", "vec"):
             setattr(self, name, {k: v[ix] for k, v in getattr(self, name).items()})
+        if width is not None:
+            self.vec["b_mask"] = self.vec["b_mask"][:, :width]
         self.cfgs = [self.cfgs[i] for i in sel]
         self.streams = [self.streams[i] for i in sel]
         self.schedule = [self.schedule[i] for i in sel]
