@@ -1,0 +1,176 @@
+"""A second process for :func:`isosim.sim.engine.simulate` (``workers=2``): batches of runs are
+independent computations, so some of a call's batches can step in a helper process on another core
+while the caller steps the others.
+
+The helper is a plain ``python -m isosim.sim.workers`` child started on first use and kept for
+the rest of the caller's life (its imports, about 2 s, are paid once, while the caller steps its own
+batches); it reads pickled requests on its stdin and answers on its stdout: progress (the rollouts of
+each batched step, a few times a second) and the records' rows, or an error line. A batch computes
+the same numbers in either process (the same code, one torch thread, each run's own generators), so
+the records do not depend on where a batch ran.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from isosim.errors import IsosimError
+
+STARTUP_S = 2.0
+"""what starting the helper costs before its first step (imports: torch, isosim), in the units of
+:func:`batch_cost`"""
+SEND_EVERY_S = 0.1
+"""the helper sends its progress at most this often"""
+
+
+def batch_cost(batch: Sequence) -> float:
+    """About the seconds one batch takes on one core of the 2-core machine: a fixed cost per batched
+    step and one per (run, problem) step, which is dear with dense memorisation features (a padded or
+    real problem slot gathers and multiplies ``K x mem_dim`` rows) and cheap otherwise."""
+    dense = any(c.memorize > 0 and c.policy != "tabular" for c in batch)
+    per_slot = 1.4e-6 * max(c.responses * c.mem_dim for c in batch) / 1024 if dense else 1e-7
+    return 1e-4 * max(c.total_steps for c in batch) + per_slot * sum(c.total_steps * c.b_p for c in batch)
+
+
+def split(batches: list[list], warm: bool) -> tuple[list[int], list[int]]:
+    """Which batches the caller steps and which the helper does (indices): longest first, each to the
+    side that will be free first, the helper starting late by ``STARTUP_S`` unless ``warm``."""
+    load = [0.0, 0.0 if warm else STARTUP_S]
+    sides: tuple[list[int], list[int]] = ([], [])
+    for i in sorted(range(len(batches)), key=lambda i: -batch_cost(batches[i])):
+        side = 0 if load[0] <= load[1] else 1
+        sides[side].append(i)
+        load[side] += batch_cost(batches[i])
+    return sides
+
+
+class Helper:
+    """The helper process and a thread reading its answers."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding this isosim package
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        self.proc = subprocess.Popen([sys.executable, "-m", "isosim.sim.workers"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+        self.lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def start(self, batches: list[list], device: str, dtype, threads: int | None,
+              progress: Callable[[float], None] | None) -> Callable[[], list[dict]]:
+        """Send the batches; return a function that waits for their rows (calling ``progress``, under
+        the caller's lock, from a reader thread meanwhile)."""
+        box: dict = {}
+
+        def read() -> None:
+            try:
+                while True:
+                    kind, value = pickle.load(self.proc.stdout)
+                    if kind == "progress":
+                        if progress is not None:
+                            for r in value:
+                                progress(r)
+                        continue
+                    box[kind] = value
+                    return
+            except (EOFError, OSError, pickle.UnpicklingError) as exc:
+                box["error"] = f"the helper process stopped ({type(exc).__name__})"
+
+        pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
+        self.proc.stdin.flush()
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+
+        def wait() -> list[dict]:
+            reader.join()
+            if "error" in box:
+                close()
+                raise IsosimError(f"simulate: {box['error']}")
+            return box["rows"]
+
+        return wait
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+
+
+_HELPER: Helper | None = None
+_GUARD = threading.Lock()
+
+
+def helper() -> tuple[Helper, bool]:
+    """The helper process (started now if none is running) and whether it was already running."""
+    global _HELPER
+    with _GUARD:
+        if _HELPER is not None and _HELPER.alive():
+            return _HELPER, True
+        _HELPER = Helper()
+        return _HELPER, False
+
+
+def running() -> bool:
+    return _HELPER is not None and _HELPER.alive()
+
+
+@atexit.register
+def close() -> None:
+    """Stop the helper (at exit, or after it failed)."""
+    global _HELPER
+    if _HELPER is not None:
+        _HELPER.stop()
+        _HELPER = None
+
+
+def _serve() -> None:
+    """The helper's loop: one request at a time from stdin, answers on the original stdout (anything
+    else the engine prints goes to stderr)."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    from isosim.sim.engine.batch import run_batches
+
+    while True:
+        try:
+            request = pickle.load(inp)
+        except EOFError:
+            return
+        _, batches, device, dtype, threads, with_progress = request
+        pending: list[float] = []
+        last = [time.perf_counter()]
+
+        def progress(rollouts: float) -> None:
+            pending.append(rollouts)
+            now = time.perf_counter()
+            if now - last[0] >= SEND_EVERY_S:
+                pickle.dump(("progress", pending[:]), out)
+                out.flush()
+                pending.clear()
+                last[0] = now
+
+        try:
+            rows = run_batches(batches, device, dtype, threads, progress if with_progress else None)
+        except Exception as exc:  # the caller needs one line; the helper keeps serving
+            pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
+        else:
+            if pending:
+                pickle.dump(("progress", pending), out)
+            pickle.dump(("rows", rows), out)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()
