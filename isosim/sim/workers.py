@@ -83,7 +83,7 @@ class Helper:
                     box[kind] = value
                     return
             except (EOFError, OSError, pickle.UnpicklingError) as exc:
-                box["error"] = f"the helper process stopped ({type(exc).__name__})"
+                box["stopped"] = f"the helper process stopped ({type(exc).__name__})"
 
         pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
         self.proc.stdin.flush()
@@ -92,9 +92,11 @@ class Helper:
 
         def wait() -> list[dict]:
             reader.join()
-            if "error" in box:
+            if "stopped" in box:
                 close()
-                raise IsosimError(f"simulate: {box['error']}")
+                raise IsosimError(f"simulate: {box['stopped']}")
+            if "error" in box:  # the engine's error in the helper, which goes on serving
+                raise IsosimError(f"simulate (in the helper process): {box['error']}")
             return box["rows"]
 
         return wait
