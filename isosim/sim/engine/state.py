@@ -107,6 +107,14 @@ class _Batch:
                            and not self.any["clip"] and not self.any["warmup"] and not self.any["trust"]
                            and one("beta1") is not None and one("beta2") is not None)
         self.betas = (one("beta1"), one("beta2"))
+        # the optimiser's per-run factors that do not change from step to step (the same numbers
+        # optim._apply_update would compute each step; fewer small ops in a step)
+        coupled = any(c.wd > 0 and c.optimizer != "adamw" for c in cfgs)
+        self.optim_const = {
+            "coupled_wd": torch.where(v["adamw"], 0.0, v["wd"]) if coupled else None,
+            "1-beta1": 1 - v["beta1"], "1-beta2": 1 - v["beta2"], "all_adam": bool(v["adam"].all()),
+            "-lr": -v["lr"], "adamw_decay": torch.where(v["adamw"], v["lr"] * v["wd"], 0.0),
+        }
 
     def keep(self, sel: list[int], width: int | None = None) -> None:
         """Drop every run not in ``sel`` (finished runs leave the batch); with ``width``, the batch
