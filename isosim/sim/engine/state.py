@@ -77,9 +77,9 @@ class _Batch:
         self.any_reg = any(c.kl > 0 or c.entropy > 0 for c in cfgs)
         # per-run constants shaped for broadcasting, recomputed only when runs leave
         v = self.vec
-        # some run uses fewer slots than the batch is wide. The width stays the largest b_p the batch
-        # started with, so once its widest runs have left, the runs still going have padding slots
-        # even when they all share one b_p (a padded problem's KL / entropy pull is not zero)
+        # some run uses fewer slots than the batch is wide (a padded problem's KL / entropy pull is not
+        # zero). The batch narrows to the widest b_p still going when runs leave (keep(width=...)), but an
+        # allocation rule's batch keeps the width it started with
         self.masked = not bool(v["b_mask"].all())
         self.const = {
             "n": v["n"][:, None],
