@@ -99,3 +99,20 @@ def test_the_split_puts_the_longest_batch_first_and_balances():
     costliest = max(range(len(batches)), key=lambda i: workers.batch_cost(batches[i]))
     assert costliest in mine
     assert workers.split(batches[:1], warm=False) == ([0], [])
+
+
+def test_an_interrupted_call_ends_the_helper_at_once(eager, monkeypatch):
+    """Ctrl-C (or an error) while this process steps its batches ends the helper then and there: the
+    caller does not wait for the helper's half, and the next call starts a fresh helper."""
+    cfgs = sweep()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch, "run_batches", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(cfgs, workers=2)
+    assert not workers.running()
+    monkeypatch.undo()
+    monkeypatch.setattr(workers, "STARTUP_S", 0.0)
+    pd.testing.assert_frame_equal(simulate(cfgs, workers=2), simulate(cfgs), check_exact=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -101,13 +102,18 @@ class Helper:
 
         return wait
 
-    def stop(self) -> None:
+    def stop(self, now: bool = False) -> None:
+        """End the helper: at once (``now``, e.g. when the caller was interrupted mid-call), or once it
+        has read the end of its input."""
+        if now and self.alive():
+            self.proc.kill()
         if self.alive():
             try:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
+        self.proc.wait()
 
 
 _HELPER: Helper | None = None
@@ -129,17 +135,18 @@ def running() -> bool:
 
 
 @atexit.register
-def close() -> None:
-    """Stop the helper (at exit, or after it failed)."""
+def close(now: bool = False) -> None:
+    """Stop the helper (at exit, after it failed, or at once with ``now``)."""
     global _HELPER
     if _HELPER is not None:
-        _HELPER.stop()
+        _HELPER.stop(now)
         _HELPER = None
 
 
 def _serve() -> None:
     """The helper's loop: one request at a time from stdin, answers on the original stdout (anything
     else the engine prints goes to stderr)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle: it ends the helper
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer
@@ -175,4 +182,7 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    try:
+        _serve()
+    except BrokenPipeError:  # the caller is gone
+        sys.exit(1)

@@ -238,9 +238,10 @@ def _with_helper(batches: list[list[SimConfig]], device, dtype, threads: int | N
     wait = workers.helper()[0].start([batches[i] for i in theirs], str(device), dtype, threads, progress)
     try:
         rows = run_batches([batches[i] for i in mine], device, dtype, threads, progress)
-    finally:
-        got = wait()
-    return rows + got
+    except BaseException:  # (Ctrl-C, or an error here): the helper's half is not wanted any more
+        workers.close(now=True)
+        raise
+    return rows + wait()
 
 
 # ----------------------------------------------------------------------------------------
