@@ -116,3 +116,29 @@ def test_an_interrupted_call_ends_the_helper_at_once(eager, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(workers, "STARTUP_S", 0.0)
     pd.testing.assert_frame_equal(simulate(cfgs, workers=2), simulate(cfgs), check_exact=True)
+
+
+def test_without_a_helper_this_process_steps_every_batch(eager, monkeypatch):
+    """A helper that cannot start, or dies before it answers, costs time, not records: this process
+    steps its batches too."""
+    cfgs = sweep()
+    want = simulate(cfgs)
+    start = workers.Helper.start
+
+    def dies(self, *args, **kwargs):
+        wait = start(self, *args, **kwargs)
+        self.proc.kill()
+        return wait
+
+    monkeypatch.setattr(workers.Helper, "start", dies)
+    pd.testing.assert_frame_equal(simulate(cfgs, workers=2), want, check_exact=True)
+    assert not workers.running()
+    monkeypatch.undo()
+    monkeypatch.setattr(workers, "STARTUP_S", 0.0)
+
+    def no_process(*args, **kwargs):
+        raise OSError("no such file")
+
+    monkeypatch.setattr(workers.subprocess, "Popen", no_process)
+    pd.testing.assert_frame_equal(simulate(cfgs, workers=2), want, check_exact=True)
+    assert not workers.running()

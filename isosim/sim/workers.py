@@ -53,14 +53,21 @@ def split(batches: list[list], warm: bool) -> tuple[list[int], list[int]]:
     return sides
 
 
+class HelperGone(IsosimError):
+    """The helper process could not start or stopped before answering (the caller steps its batches itself)."""
+
+
 class Helper:
     """The helper process and a thread reading its answers."""
 
     def __init__(self) -> None:
         root = str(Path(__file__).resolve().parents[2])  # the folder holding this isosim package
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        self.proc = subprocess.Popen([sys.executable, "-m", "isosim.sim.workers"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "isosim.sim.workers"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, env=env)
+        except OSError as exc:
+            raise HelperGone(f"the helper process could not start ({exc})") from None
         self.lock = threading.Lock()
 
     def alive(self) -> bool:
@@ -86,8 +93,12 @@ class Helper:
             except (EOFError, OSError, pickle.UnpicklingError) as exc:
                 box["stopped"] = f"the helper process stopped ({type(exc).__name__})"
 
-        pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
-        self.proc.stdin.flush()
+        try:
+            pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
+            self.proc.stdin.flush()
+        except OSError as exc:
+            close()
+            raise HelperGone(f"the helper process stopped ({type(exc).__name__})") from None
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
 
@@ -95,7 +106,7 @@ class Helper:
             reader.join()
             if "stopped" in box:
                 close()
-                raise IsosimError(f"simulate: {box['stopped']}")
+                raise HelperGone(box["stopped"])
             if "error" in box:  # the engine's error in the helper, which goes on serving
                 raise IsosimError(f"simulate (in the helper process): {box['error']}")
             return box["rows"]

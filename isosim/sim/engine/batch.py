@@ -235,13 +235,20 @@ def _with_helper(batches: list[list[SimConfig]], device, dtype, threads: int | N
             with lock:
                 shown(rollouts)
 
-    wait = workers.helper()[0].start([batches[i] for i in theirs], str(device), dtype, threads, progress)
+    theirs_batches = [batches[i] for i in theirs]
+    try:
+        wait = workers.helper()[0].start(theirs_batches, str(device), dtype, threads, progress)
+    except workers.HelperGone:  # no helper: this process steps every batch
+        return run_batches(batches, device, dtype, threads, progress)
     try:
         rows = run_batches([batches[i] for i in mine], device, dtype, threads, progress)
     except BaseException:  # (Ctrl-C, or an error here): the helper's half is not wanted any more
         workers.close(now=True)
         raise
-    return rows + wait()
+    try:
+        return rows + wait()
+    except workers.HelperGone:  # it stopped before answering: its batches are stepped here
+        return rows + run_batches(theirs_batches, device, dtype, threads, progress)
 
 
 # ----------------------------------------------------------------------------------------
