@@ -142,3 +142,16 @@ def test_without_a_helper_this_process_steps_every_batch(eager, monkeypatch):
     monkeypatch.setattr(workers.subprocess, "Popen", no_process)
     pd.testing.assert_frame_equal(simulate(cfgs, workers=2), want, check_exact=True)
     assert not workers.running()
+
+
+def test_two_threads_calling_at_once_share_the_helper_safely(eager):
+    """One helper serves one call at a time: a second thread's call while it is busy steps its batches
+    itself. Both get their own records."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfgs = sweep()
+    other = [c.replace(seed=c.seed + 10) for c in cfgs]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda cs: simulate(cs, workers=2), [cfgs, other]))
+    pd.testing.assert_frame_equal(got[0], simulate(cfgs), check_exact=True)
+    pd.testing.assert_frame_equal(got[1], simulate(other), check_exact=True)

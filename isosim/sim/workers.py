@@ -7,7 +7,9 @@ the rest of the caller's life (its imports, about 2 s, are paid once, while the 
 batches); it reads pickled requests on its stdin and answers on its stdout: progress (the rollouts of
 each batched step, a few times a second) and the records' rows, or an error line. A batch computes
 the same numbers in either process (the same code, one torch thread, each run's own generators), so
-the records do not depend on where a batch ran.
+the records do not depend on where a batch ran. It serves one call at a time: a call that finds it
+busy (another thread's), or finds none that can start, or loses it before the answer, steps those
+batches itself.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class Helper:
               progress: Callable[[float], None] | None) -> Callable[[], list[dict]]:
         """Send the batches; return a function that waits for their rows (calling ``progress``, under
         the caller's lock, from a reader thread meanwhile)."""
+        if not self.lock.acquire(blocking=False):  # another thread of the caller's is using it
+            raise HelperGone("the helper process is busy")
         box: dict = {}
 
         def read() -> None:
@@ -97,6 +101,7 @@ class Helper:
             pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
             self.proc.stdin.flush()
         except OSError as exc:
+            self.lock.release()
             close()
             raise HelperGone(f"the helper process stopped ({type(exc).__name__})") from None
         reader = threading.Thread(target=read, daemon=True)
@@ -104,6 +109,7 @@ class Helper:
 
         def wait() -> list[dict]:
             reader.join()
+            self.lock.release()
             if "stopped" in box:
                 close()
                 raise HelperGone(box["stopped"])
