@@ -2,7 +2,7 @@
 independent computations, so some of a call's batches can step in a helper process on another core
 while the caller steps the others.
 
-The helper is a plain ``python -m isosim.sim.workers`` child started on first use and kept for
+The helper is a plain ``python -m isosim.sim.engine.serve`` child started on first use and kept for
 the rest of the caller's life (its imports, about 2 s, are paid once, while the caller steps its own
 batches); it reads pickled requests on its stdin and answers on its stdout: progress (the rollouts of
 each batched step, a few times a second) and the records' rows, or an error line. A batch computes
@@ -17,11 +17,9 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -66,7 +64,7 @@ class Helper:
         root = str(Path(__file__).resolve().parents[2])  # the folder holding this isosim package
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "isosim.sim.workers"], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-m", "isosim.sim.engine.serve"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, env=env)
         except OSError as exc:
             raise HelperGone(f"the helper process could not start ({exc})") from None
@@ -158,48 +156,3 @@ def close(now: bool = False) -> None:
     if _HELPER is not None:
         _HELPER.stop(now)
         _HELPER = None
-
-
-def _serve() -> None:
-    """The helper's loop: one request at a time from stdin, answers on the original stdout (anything
-    else the engine prints goes to stderr)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle: it ends the helper
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-    from isosim.sim.engine.batch import run_batches
-
-    while True:
-        try:
-            request = pickle.load(inp)
-        except EOFError:
-            return
-        _, batches, device, dtype, threads, with_progress = request
-        pending: list[float] = []
-        last = [time.perf_counter()]
-
-        def progress(rollouts: float) -> None:
-            pending.append(rollouts)
-            now = time.perf_counter()
-            if now - last[0] >= SEND_EVERY_S:
-                pickle.dump(("progress", pending[:]), out)
-                out.flush()
-                pending.clear()
-                last[0] = now
-
-        try:
-            rows = run_batches(batches, device, dtype, threads, progress if with_progress else None)
-        except Exception as exc:  # the caller needs one line; the helper keeps serving
-            pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
-        else:
-            if pending:
-                pickle.dump(("progress", pending), out)
-            pickle.dump(("rows", rows), out)
-        out.flush()
-
-
-if __name__ == "__main__":
-    try:
-        _serve()
-    except BrokenPipeError:  # the caller is gone
-        sys.exit(1)

@@ -52,6 +52,7 @@ The engine is a package, one module per concern:
 ``evaluation``  exact and sampled avg@k / best@k / worst@k, entropy, KL; evaluation steps
 ``state``       the state of a batch of runs advancing together (:class:`state._Batch`)
 ``batch``       the step loop over a batch of runs, :func:`simulate`
+``serve``       the helper process of ``simulate(..., workers=2)`` (:mod:`isosim.sim.workers`)
 ==============  ==========================================================================
 
 Every name below is importable from ``isosim.sim.engine``.
