@@ -4,7 +4,8 @@ Each command runs in a subprocess with an empty ``ISOSIM_CACHE`` (cold) and its 
 terminal), under the base commit's code (``git archive BASE`` into a temporary folder, on
 ``PYTHONPATH``) and under this checkout's; the table gives both wall times and their ratio. Then the
 engine: rollouts simulated per second on recommend's easy sweep to 1e5 rollouts (float64 one thread,
-the default; float32; two threads), against the limit of this CPU for its inner loop (see
+the default; the same on two processes, ``simulate(workers=2)``, its helper warm from the first of the
+two timings; float32; two threads), against the limit of this CPU for its inner loop (see
 ``engine_limit``).
 
     python benchmarks/bench_answers.py                      # the default cases (about 3 min)
@@ -114,15 +115,16 @@ def engine(bw: float) -> list[tuple[str, float, float]]:
     cfgs = sweep_plan(1e5, preset="easy")[0].configs()
     rollouts = sum(c.total_steps * c.b_p * c.rollouts_per_step for c in cfgs)
     out = []
-    for name, dtype, threads, size in (("float64, 1 thread (default)", torch.float64, 1, 8),
-                                       ("float32, 1 thread", torch.float32, 1, 4),
-                                       ("float64, 2 threads", torch.float64, 2, 8)):
+    for name, dtype, threads, size, workers in (("float64, 1 thread (default)", torch.float64, 1, 8, 1),
+                                                ("float64, 2 processes (workers=2)", torch.float64, 1, 8, 2),
+                                                ("float32, 1 thread", torch.float32, 1, 4, 1),
+                                                ("float64, 2 threads", torch.float64, 2, 8, 1)):
         need = sum(c.total_steps * step_bytes(c, size) + (c.eval_points + 1) * eval_bytes(c, size) for c in cfgs)
         limit = rollouts / (need / bw)
         best = float("inf")
         for _ in range(2):
             t0 = time.perf_counter()
-            simulate(cfgs, dtype=dtype, threads=threads)
+            simulate(cfgs, dtype=dtype, threads=threads, **({"workers": workers} if workers > 1 else {}))
             best = min(best, time.perf_counter() - t0)
         out.append((name, rollouts / best, rollouts / best / limit, limit))
     return out

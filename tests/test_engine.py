@@ -488,11 +488,13 @@ def test_the_advantage_is_defined_once_and_every_path_uses_it(monkeypatch, extra
 @pytest.mark.parametrize("allocation", ["uniform", "variance"])
 @pytest.mark.parametrize("n", [8, 100])
 def test_a_run_outliving_the_widest_run_of_its_batch_is_unchanged(allocation, n):
-    """The batch keeps its width (the largest ``b_p``) when runs leave: once every run of that
-    width has finished, the padding slots of the runs still going must stay out of their
-    updates (the KL / entropy pull of a padded problem is not zero), as they do alone."""
+    """When the widest runs leave, the batch narrows to the widest ``b_p`` still going (a rule's batch
+    keeps its width): the padding slots of the runs still going (here b_p 4 in a batch 8 wide, once
+    the 16 has left) must stay out of their updates (the KL / entropy pull of a padded problem is not
+    zero), as they do alone."""
     base = SimConfig(n=n, kl=1.0, entropy=0.05, allocation=allocation, **SMALL)
-    cfgs = [base.replace(b_p=4, steps=30, seed=0), base.replace(b_p=16, steps=6, seed=1)]
+    cfgs = [base.replace(b_p=4, steps=30, seed=0), base.replace(b_p=16, steps=6, seed=1),
+            base.replace(b_p=8, steps=15, seed=2)]
     metrics = ["step", "rollouts", "train_reward", "val_avg", "val_best", "val_worst", "entropy", "kl"]
     together = simulate(cfgs)
     alone = pd.concat([simulate([c]) for c in cfgs], ignore_index=True)

@@ -33,6 +33,7 @@ it reads ``n`` at the cap (every larger budget shares that one cached sweep) and
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -333,7 +334,8 @@ def recommend(budget: float, *, preset: str | None = None, profile: str | None =
         if log is not None and not progress:
             log(f"allocation rules: reading or simulating their advice at n = {n}")
         alloc = A.advice({**simulated, "b_p": min(b_p, size), "n_train": size}, n, float(budget),
-                         preset=name if profile is None else None, train_size=size, cache=cache_dir())
+                         preset=name if profile is None else None, train_size=size, cache=cache_dir(),
+                         simulate=_on_two_cores)
     return Recommendation(
         budget=float(budget), n=n, b_p=b_p, m=m, lr=lr, kl=kl > 0, entropy=entropy > 0, recipe=recipe,
         n_sat=fit_upper if n_sat_reason is None else None,
@@ -362,7 +364,10 @@ def _simulate_and_read(plan: Any, metric: str, n_boot: int, progress: bool,
     seed_store(plan.plan_id, store, PRESIMULATED)  # a preset's sweep to the cap, shipped
     # the cache is shared: a second process asking for the same sweep waits for the first, then reads it
     # a bar on a terminal; elsewhere (with log) a start line and a line every 10 s
-    df = sweep.run_sweep(plan, store, progress=progress or log is not None, wait=True, log=log)
+    # one engine call for the whole sweep, its batches on two cores where there are two (the records do not
+    # depend on either: a run's computation is its own)
+    df = sweep.run_sweep(plan, store, progress=progress or log is not None, wait=True, log=log,
+                         chunk_size=max(plan.n_runs, 1), workers=_workers())
     if progress:
         from rich.console import Console
 
@@ -371,6 +376,18 @@ def _simulate_and_read(plan: Any, metric: str, n_boot: int, progress: bool,
     if log is not None:
         log(f"fitting the frontier of the simulated sweep ({n_boot} bootstrap resamples)")
     return store, choice.read_grid(df, metric, n_boot)
+
+
+def _workers() -> int:
+    """The engine's workers for recommend's own simulations: two where there are two cores."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def _on_two_cores(cfgs: list) -> Any:
+    """:func:`isosim.sim.engine.simulate` with :func:`_workers` (imported only when called)."""
+    from isosim.sim.engine import simulate
+
+    return simulate(cfgs, workers=_workers())
 
 
 def lr_reason(b_p: int, n: int, simulated_rule: str) -> str:

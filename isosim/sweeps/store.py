@@ -360,6 +360,7 @@ def run_sweep(
     simulate_fn: SimulateFn | None = None,
     wait: bool = False,
     log: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """Run every run of ``plan`` not yet in the store ``out_dir``; return all its records.
 
@@ -372,7 +373,8 @@ def run_sweep(
     for that process, then runs what it left undone, usually nothing). ``progress`` shows a bar
     (ETA from the simulation cost, see ``STEP_OVERHEAD``) when stderr is a terminal; where it is
     not, ``log`` (if given) receives a start line at once and a progress line every ``LOG_EVERY_S``
-    seconds.
+    seconds. ``workers`` 2 steps a chunk's batches on two cores (``simulate``'s helper process,
+    started before the engine is imported here so that its imports overlap this process's).
     """
     out_dir = Path(out_dir)
     simulate = simulate_fn  # the engine (torch) is imported only when something is left to simulate
@@ -392,13 +394,18 @@ def run_sweep(
         cost = sum(chunk_cost(c) for c in plan_chunks(configs, chunk_size, device=device))
         done_cost = max(cost - sum(chunk_cost(c) for c in chunks), 0.0)
         index = _next_index(manifest)
+        if workers > 1 and chunks and simulate is None and str(device).startswith("cpu"):
+            from isosim.sim import workers as helper  # (no torch: the helper imports it, in parallel)
+
+            helper.helper()
         with _Bar(progress, cost, done_cost, spent, total, f"sweep {plan.plan_id}", log) as bar:
             for chunk in chunks:
                 name = f"chunk-{index:05d}.parquet"
                 t0 = time.perf_counter()
                 bar.start_chunk(chunk)
                 simulate = simulate or _default_simulate()
-                df = simulate(list(chunk), device=device, progress=bar.callback)
+                df = simulate(list(chunk), device=device, progress=bar.callback,
+                              **({"workers": workers} if workers > 1 else {}))
                 df = _check_chunk(df, chunk, f"{out_dir}/records/{name}")
                 atomic_write(out_dir / "records" / name, lambda fh: df.to_parquet(fh, index=False))
                 manifest["chunks"].append({

@@ -4,7 +4,11 @@ A run trains a softmax policy over K responses per problem. Each step it takes t
 problems of its own shuffled epoch order, draws ``n`` responses for each, scores them (1 if
 correct) and applies a GRPO update. All runs handed to :func:`simulate` that share a
 ``SimConfig.batch_key`` advance together: their parameters carry a leading run axis, differing
-``n`` and ``b_p`` are padded and masked, and a run that has spent its budget leaves the batch.
+``n`` and ``b_p`` are padded and masked, and a run that has spent its budget leaves the batch (which
+then narrows to the widest ``b_p`` still going). Runs with dense memorisation features batch by
+``b_p`` as well (a padded problem slot would gather and multiply its ``K x mem_dim`` rows), and
+``simulate(..., workers=2)`` steps some batches in a helper process on a second core
+(:mod:`isosim.sim.workers`).
 
 Where this departs from a per-rollout GRPO implementation (and why it is the same in law):
 
@@ -48,6 +52,7 @@ The engine is a package, one module per concern:
 ``evaluation``  exact and sampled avg@k / best@k / worst@k, entropy, KL; evaluation steps
 ``state``       the state of a batch of runs advancing together (:class:`state._Batch`)
 ``batch``       the step loop over a batch of runs, :func:`simulate`
+``serve``       the helper process of ``simulate(..., workers=2)`` (:mod:`isosim.sim.workers`)
 ==============  ==========================================================================
 
 Every name below is importable from ``isosim.sim.engine``.

@@ -177,13 +177,78 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             if len(alive) < len(b.cfgs) and alloc:
                 b.keep(alive)
             elif len(alive) < len(b.cfgs):
+                # the batch narrows to the widest b_p still going (its padding slots cost time, not results)
+                Bmax = max((b.cfgs[r].b_p for r in alive), default=Bmax)
                 ix = torch.as_tensor(alive, dtype=torch.long, device=device)
-                sched = sched[:, ix]
-                flat_c = flat_c[:, ix]
-                u_all = u_all[:, ix] if u_all is not None else None
-                chunk = {k: x[:, ix] for k, x in chunk.items()}
-                b.keep(alive)
+                sched = sched[:, ix, :Bmax]
+                flat_c = flat_c[:, ix, :Bmax]
+                u_all = u_all[:, ix, :Bmax] if u_all is not None else None
+                chunk = {k: x[:, ix, :Bmax] for k, x in chunk.items()}
+                b.keep(alive, Bmax)
     return rows
+
+
+def _by_width(key: tuple, runs: list[SimConfig]) -> dict[tuple, list[SimConfig]]:
+    """The runs of one batch key, split by ``b_p`` where a padded problem slot is dear: with dense
+    memorisation features every slot of a step gathers and multiplies its ``K x mem_dim`` rows, so
+    a run of ``b_p`` 32 beside one of 128 would pay for 128. Elsewhere (a slot costs a few numbers)
+    one batch of every width keeps the batched steps few. A run's records do not depend on its batch."""
+    if not any(c.memorize > 0 and c.policy != "tabular" for c in runs):
+        return {key: runs}
+    out: dict[tuple, list[SimConfig]] = defaultdict(list)
+    for c in runs:
+        out[(*key, c.b_p)].append(c)
+    return out
+
+
+def run_batches(batches: list[list[SimConfig]], device, dtype, threads: int | None,
+                progress: Callable[[float], None] | None) -> list[dict]:
+    """Step the batches one after another; their record rows."""
+    rows: list[dict] = []
+    before = torch.get_num_threads()
+    if threads is not None:  # small tensors: extra threads mostly spin (and collapse on a busy machine)
+        torch.set_num_threads(threads)
+    try:
+        for batch in batches:
+            # no autograd anywhere but in the mlp policy: inference mode skips autograd's bookkeeping
+            with torch.inference_mode(batch[0].policy != "mlp"):
+                rows.extend(_run_batch(batch, torch.device(device), dtype, progress))
+    finally:
+        torch.set_num_threads(before)
+    return rows
+
+
+def _with_helper(batches: list[list[SimConfig]], device, dtype, threads: int | None,
+                 progress: Callable[[float], None] | None) -> list[dict]:
+    """:func:`run_batches` on two cores: the helper process steps some batches while this one steps the rest."""
+    import threading
+
+    from isosim.sim import workers
+
+    mine, theirs = workers.split(batches, workers.running())
+    if not theirs:
+        return run_batches(batches, device, dtype, threads, progress)
+    if progress is not None:  # the caller's callback sees one thread at a time
+        lock, shown = threading.Lock(), progress
+
+        def progress(rollouts: float) -> None:
+            with lock:
+                shown(rollouts)
+
+    theirs_batches = [batches[i] for i in theirs]
+    try:
+        wait = workers.helper()[0].start(theirs_batches, str(device), dtype, threads, progress)
+    except workers.HelperGone:  # no helper: this process steps every batch
+        return run_batches(batches, device, dtype, threads, progress)
+    try:
+        rows = run_batches([batches[i] for i in mine], device, dtype, threads, progress)
+    except BaseException:  # (Ctrl-C, or an error here): the helper's half is not wanted any more
+        workers.close(now=True)
+        raise
+    try:
+        return rows + wait()
+    except workers.HelperGone:  # it stopped before answering: its batches are stepped here
+        return rows + run_batches(theirs_batches, device, dtype, threads, progress)
 
 
 # ----------------------------------------------------------------------------------------
@@ -197,13 +262,17 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     max_batch: int | None = None,
     threads: int | None = 1,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """Run simulated GRPO for every configuration; return the records table.
 
     Runs that share a ``batch_key`` advance together (at most ``max_batch`` at once). The result
     of each run depends only on its own configuration, not on the others in the call.
-    ``progress`` receives the rollouts spent at each step (increments). ``threads`` caps torch's
-    CPU threads while simulating (None: leave torch's setting alone).
+    ``progress`` receives the rollouts spent at each step (increments; from one thread at a time).
+    ``threads`` caps torch's CPU threads while simulating (None: leave torch's setting alone).
+    ``workers`` 2 (on the CPU) steps some batches in a helper process on another core
+    (:mod:`isosim.sim.workers`) while this one steps the others: a batch's computation is
+    its own, so the records are the same as with one worker.
     """
     if isinstance(configs, SimConfig):
         configs = [configs]
@@ -221,19 +290,15 @@ def simulate(
     groups: dict[tuple, list[SimConfig]] = defaultdict(list)
     for c in configs:
         groups[c.batch_key].append(c)
-    rows: list[dict] = []
-    before = torch.get_num_threads()
-    if threads is not None:  # small tensors: extra threads mostly spin (and collapse on a busy machine)
-        torch.set_num_threads(threads)
-    try:
-        for group in groups.values():
-            size = max_batch or len(group)
-            for i in range(0, len(group), size):
-                # no autograd anywhere but in the mlp policy: inference mode skips autograd's bookkeeping
-                with torch.inference_mode(group[0].policy != "mlp"):
-                    rows.extend(_run_batch(group[i: i + size], torch.device(device), dtype, progress))
-    finally:
-        torch.set_num_threads(before)
+    groups = {key: group for k, runs in groups.items() for key, group in _by_width(k, runs).items()}
+    if int(workers) != workers or workers < 1:
+        raise IsosimError(f"simulate: workers must be an integer >= 1 (got {workers!r})")
+    batches = [group[i: i + (max_batch or len(group))] for group in groups.values()
+               for i in range(0, len(group), max_batch or len(group))]
+    if workers > 1 and len(batches) > 1 and str(device).startswith("cpu"):
+        rows = _with_helper(batches, device, dtype, threads, progress)
+    else:
+        rows = run_batches(batches, device, dtype, threads, progress)
     df = pd.DataFrame(rows)
     order = {rid: i for i, rid in enumerate(ids)}  # runs in the order given, each by step
     by = np.lexsort((df["step"].to_numpy(), np.fromiter((order[r] for r in df["run_id"]), int, len(df))))

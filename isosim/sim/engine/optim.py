@@ -33,9 +33,9 @@ def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int, base) -> None:
     def per_run(x, like):  # [R] -> broadcastable to ``like``
         return x.view(R, *([1] * (like.dim() - 1)))
 
-    if b.any["wd"]:  # L2 in the gradient for sgd and adam; adamw decays below
-        coupled_wd = torch.where(v["adamw"], 0.0, v["wd"])
-        grads = {k: g + per_run(coupled_wd, g) * b.params[k] for k, g in grads.items()}
+    c = b.optim_const
+    if c["coupled_wd"] is not None:  # L2 in the gradient for sgd and adam; adamw decays below
+        grads = {k: g + per_run(c["coupled_wd"], g) * b.params[k] for k, g in grads.items()}
     if b.any["clip"]:
         norm = torch.sqrt(sum((g.reshape(R, -1) ** 2).sum(-1) for g in grads.values()))
         factor = torch.clamp(v["clip"] / (norm + 1e-12), max=1.0)
@@ -48,13 +48,14 @@ def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int, base) -> None:
         direction = g
         if b.any["adam"]:
             b1, b2 = per_run(v["beta1"], g), per_run(v["beta2"], g)
-            b.m1[k].mul_(b1).add_((1 - b1) * g)
-            b.m2[k].mul_(b2).add_((1 - b2) * g * g)
+            b.m1[k].mul_(b1).add_(per_run(c["1-beta1"], g) * g)
+            b.m2[k].mul_(b2).add_(per_run(c["1-beta2"], g) * g * g)
             adam_step = (b.m1[k] / (1 - b1 ** (t + 1))) / ((b.m2[k] / (1 - b2 ** (t + 1))).sqrt() + ADAM_EPS)
-            direction = torch.where(per_run(v["adam"], g), adam_step, g)
-        step[k] = -per_run(lr, g) * direction
+            direction = adam_step if c["all_adam"] else torch.where(per_run(v["adam"], g), adam_step, g)
+        step[k] = (per_run(c["-lr"], g) if lr is v["lr"] else -per_run(lr, g)) * direction
         if b.any["adamw"]:
-            step[k] -= per_run(torch.where(v["adamw"], lr * v["wd"], 0.0), g) * b.params[k]
+            decay = c["adamw_decay"] if lr is v["lr"] else torch.where(v["adamw"], lr * v["wd"], 0.0)
+            step[k] -= per_run(decay, g) * b.params[k]
     if b.any["trust"]:
         new = {k: b.params[k] + step[k] for k in step}
         dz = (logits(new, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, z0=base) - z).abs()

@@ -77,9 +77,9 @@ class _Batch:
         self.any_reg = any(c.kl > 0 or c.entropy > 0 for c in cfgs)
         # per-run constants shaped for broadcasting, recomputed only when runs leave
         v = self.vec
-        # some run uses fewer slots than the batch is wide. The width stays the largest b_p the batch
-        # started with, so once its widest runs have left, the runs still going have padding slots
-        # even when they all share one b_p (a padded problem's KL / entropy pull is not zero)
+        # some run uses fewer slots than the batch is wide (a padded problem's KL / entropy pull is not
+        # zero). The batch narrows to the widest b_p still going when runs leave (keep(width=...)), but an
+        # allocation rule's batch keeps the width it started with
         self.masked = not bool(v["b_mask"].all())
         self.const = {
             "n": v["n"][:, None],
@@ -107,12 +107,23 @@ class _Batch:
                            and not self.any["clip"] and not self.any["warmup"] and not self.any["trust"]
                            and one("beta1") is not None and one("beta2") is not None)
         self.betas = (one("beta1"), one("beta2"))
+        # the optimiser's per-run factors that do not change from step to step (the same numbers
+        # optim._apply_update would compute each step; fewer small ops in a step)
+        coupled = any(c.wd > 0 and c.optimizer != "adamw" for c in cfgs)
+        self.optim_const = {
+            "coupled_wd": torch.where(v["adamw"], 0.0, v["wd"]) if coupled else None,
+            "1-beta1": 1 - v["beta1"], "1-beta2": 1 - v["beta2"], "all_adam": bool(v["adam"].all()),
+            "-lr": -v["lr"], "adamw_decay": torch.where(v["adamw"], v["lr"] * v["wd"], 0.0),
+        }
 
-    def keep(self, sel: list[int]) -> None:
-        """Drop every run not in ``sel`` (finished runs leave the batch)."""
+    def keep(self, sel: list[int], width: int | None = None) -> None:
+        """Drop every run not in ``sel`` (finished runs leave the batch); with ``width``, the batch
+        narrows to that many problem slots (at least the largest ``b_p`` left)."""
         ix = torch.as_tensor(sel, dtype=torch.long, device=self.vec["lr"].device)
         for name in ("params", "m1", "m2", "vec"):
             setattr(self, name, {k: v[ix] for k, v in getattr(self, name).items()})
+        if width is not None:
+            self.vec["b_mask"] = self.vec["b_mask"][:, :width]
         self.cfgs = [self.cfgs[i] for i in sel]
         self.streams = [self.streams[i] for i in sel]
         self.schedule = [self.schedule[i] for i in sel]

@@ -1,0 +1,57 @@
+"""The helper process of :mod:`isosim.sim.workers` (``python -m isosim.sim.engine.serve``): it steps the
+batches a caller sends (pickled, on stdin) and answers on stdout with their progress and record rows, or
+an error line."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import time
+
+from isosim.sim.engine.batch import run_batches
+from isosim.sim.workers import SEND_EVERY_S
+
+
+def _serve() -> None:
+    """The helper's loop: one request at a time from stdin, answers on the original stdout (anything
+    else the engine prints goes to stderr)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle: it ends the helper
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    while True:
+        try:
+            request = pickle.load(inp)
+        except EOFError:
+            return
+        _, batches, device, dtype, threads, with_progress = request
+        pending: list[float] = []
+        last = [time.perf_counter()]
+
+        def progress(rollouts: float) -> None:
+            pending.append(rollouts)
+            now = time.perf_counter()
+            if now - last[0] >= SEND_EVERY_S:
+                pickle.dump(("progress", pending[:]), out)
+                out.flush()
+                pending.clear()
+                last[0] = now
+
+        try:
+            rows = run_batches(batches, device, dtype, threads, progress if with_progress else None)
+        except Exception as exc:  # the caller needs one line; the helper keeps serving
+            pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
+        else:
+            if pending:
+                pickle.dump(("progress", pending), out)
+            pickle.dump(("rows", rows), out)
+        out.flush()
+
+
+if __name__ == "__main__":
+    try:
+        _serve()
+    except BrokenPipeError:  # the caller is gone
+        sys.exit(1)
