@@ -218,13 +218,6 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
                      f"{cheap:.3g} rollouts")}
 
 
-def finished_runs(path: str | Path, reach: float, budget: float) -> str:
-    """The one line for runs that already reach the budget: nothing is left to predict; where to read them."""
-    return (f"the runs already reach {reach:.3g} rollouts, at or past the budget {budget:.3g}: nothing is left to "
-            f"predict; read them as they are with `isosim analyze {path}` (n* at each budget they reach), or give a "
-            "larger --budget to carry them further")
-
-
 def seed_warning(df: Any, read: Sequence[int]) -> str | None:
     """Where a seed is missing for some n, the reader compares the n on the seeds every n has: the runs
     of the other seeds are not read at all. Said in one line, with the runs left out (None: every run read)."""
@@ -339,6 +332,8 @@ def recommend_runs(path, budget: float, method: str | None = None, reading: str 
     check_past_step_0(df, metric)
     cheap = float(pd.to_numeric(df["rollouts"]).max())
     if cheap >= budget:
+        from isosim.predict.partial import finished_runs
+
         raise IsosimError(finished_runs(path, cheap, budget))
     if cheap < MIN_CHEAP_SHARE * budget:
         raise IsosimError(f"the cheap runs reach {cheap:,.0f} rollouts, {cheap / budget:.2g} of C = {budget:.3g}: a pick "

@@ -344,8 +344,6 @@ def recommend_partial(path: str | Path, profile: str | Path, budget: float, read
         raise IsosimError(f"{path}: the runs have no evaluation after step 0: nothing to calibrate on")
     cheap = max(r for seeds in runs.values() for c in seeds.values() for r, _ in c)
     if cheap >= budget:
-        from isosim.predict.choice import finished_runs
-
         raise IsosimError(finished_runs(path, cheap, budget))
     setting, sources = setting_of(path, df, b_p, problems, train_size, val_size, warmup)
     rule, sources["lr_rule"] = lr_rule_of(path, df, b_p, lr_rule)
@@ -411,6 +409,14 @@ def lr_read_pick(bank: Mapping[str, Any], runs: Mapping[int, Mapping[int, Sequen
                 "simulated": [int(n) for n in grid if n not in measured], "budget": float(budget),
                 "scores_nine_sweeps": None})
     return got
+
+
+def finished_runs(path: str | Path, reach: float, budget: float) -> str:
+    """The one line for runs that already reach the budget (either form of ``recommend --runs``): nothing
+    is left to predict; where to read them."""
+    return (f"the runs already reach {reach:.3g} rollouts, at or past the budget {budget:.3g}: nothing is left to "
+            f"predict; read them as they are with `isosim analyze {path}` (n* at each budget they reach), or give a "
+            "larger --budget to carry them further")
 
 
 PROSPECTIVE_FILE = Path(__file__).resolve().parents[2] / "studies" / "results" / "organism_const8" / "measured.json"
