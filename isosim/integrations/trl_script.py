@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     trainer.save_model(training.output_dir)
     done = trainer.state.global_step
     if trainer.is_world_process_zero() and training.max_steps > 0 and done >= training.max_steps:
-        import json
+        from isosim.files import write_json
 
-        Path(training.output_dir, FINISHED).write_text(json.dumps({"steps": done, "max_steps": training.max_steps}) + "\n")
+        write_json(Path(training.output_dir, FINISHED), {"steps": done, "max_steps": training.max_steps})
 
 
 if __name__ == "__main__":
