@@ -413,6 +413,11 @@ def test_recommend_for_trl_writes_the_picks_full_run(tmp_path):
     assert cfg["max_steps"] == 3125 and cfg["output_dir"] == str(out / "full" / "full-n4")
     check_trl_arithmetic(cfg, 4, 8, P.Hardware(8))  # the plan's 8 processes
     assert str(out / "train_grpo.py") in "\n".join(launch_lines(out / "full" / "launch.sh", out))
+    assert "planned for" not in res.stdout
+    # the same TRL runs, their full run asked for verl: written, and said to change trainer
+    res = isosim("recommend", "--runs", out / "runs", "--budget", "1e5", "--for", "verl", "--force")
+    assert res.returncode == 0, res.stderr
+    assert "note: the runs were planned for trl (isosim_plan.json); this full run is written for verl" in res.stdout
 
 
 def test_recommend_for_refuses_unknown_trainer_and_needs_runs(tmp_path):

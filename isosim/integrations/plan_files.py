@@ -612,6 +612,10 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     steps = P.steps_for(budget, n, b_p)
     name = f"full-n{n}"
     run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name, lr=lr)
+    planned_for = record.get("request", {}).get("trainer")
+    if planned_for and planned_for != trainer:
+        run.notes.append(f"the runs were planned for {planned_for} (isosim_plan.json); this full run is written for "
+                         f"{trainer}, so it trains with another trainer than the cheap runs did")
     root = plan_dir or out
     if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
         root = out
