@@ -242,6 +242,12 @@ class SimConfig:
         return self.lr * (self.b_p * self.n / self.b_ref) ** self.lr_power
 
     @property
+    def dense_features(self) -> bool:
+        """Whether the run's policy reads dense memorisation features (``memorize`` > 0, a policy other
+        than tabular): each problem slot of a step then gathers and multiplies ``K x mem_dim`` rows."""
+        return self.memorize > 0 and self.policy != "tabular"
+
+    @property
     def population_key(self) -> tuple:
         """Settings that fix the problem population (runs sharing it share problems)."""
         return (

@@ -36,7 +36,7 @@ def batch_cost(batch: Sequence) -> float:
     """About the seconds one batch takes on one core of the 2-core machine: a fixed cost per batched
     step and one per (run, problem) step, which is dear with dense memorisation features (a padded or
     real problem slot gathers and multiplies ``K x mem_dim`` rows) and cheap otherwise."""
-    dense = any(c.memorize > 0 and c.policy != "tabular" for c in batch)
+    dense = any(c.dense_features for c in batch)
     per_slot = 1.4e-6 * max(c.responses * c.mem_dim for c in batch) / 1024 if dense else 1e-7
     return 1e-4 * max(c.total_steps for c in batch) + per_slot * sum(c.total_steps * c.b_p for c in batch)
 

@@ -35,7 +35,7 @@ CHUNK_ROWS = 1 << 14  # ... and at most about this many (run, problem) rows per 
 def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     """Run configurations that share a batch key together; return their record rows."""
     pop_keys = list(dict.fromkeys(c.population_key for c in cfgs))
-    mem = any(c.memorize > 0 and c.policy != "tabular" for c in cfgs)
+    mem = any(c.dense_features for c in cfgs)
     pop = stack([build(next(c for c in cfgs if c.population_key == key), device=device, dtype=dtype, memorize=mem)
                  for key in pop_keys])
     key_index = {key: i for i, key in enumerate(pop_keys)}
@@ -193,7 +193,7 @@ def _by_width(key: tuple, runs: list[SimConfig]) -> dict[tuple, list[SimConfig]]
     memorisation features every slot of a step gathers and multiplies its ``K x mem_dim`` rows, so
     a run of ``b_p`` 32 beside one of 128 would pay for 128. Elsewhere (a slot costs a few numbers)
     one batch of every width keeps the batched steps few. A run's records do not depend on its batch."""
-    if not any(c.memorize > 0 and c.policy != "tabular" for c in runs):
+    if not any(c.dense_features for c in runs):
         return {key: runs}
     out: dict[tuple, list[SimConfig]] = defaultdict(list)
     for c in runs:
