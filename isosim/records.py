@@ -492,6 +492,16 @@ def _check_plausible(df: pd.DataFrame, metric: str) -> None:
                           f"value{'s' if bad.sum() > 1 else ''}); fix or delete it")
 
 
+def seeds_lacking(df: pd.DataFrame) -> dict[int, list[int]]:
+    """Each seed that some n of ``df`` (rows with ``n`` and ``seed``) has no run of -> those n, sorted;
+    {} where every n has every seed."""
+    if df.empty:
+        return {}
+    seeds_by_n = df.groupby("n")["seed"].apply(lambda s: {int(v) for v in s})
+    return {s: lacking for s in sorted(set.union(*seeds_by_n))
+            if (lacking := sorted(int(n) for n, seeds in seeds_by_n.items() if s not in seeds))}
+
+
 def check_lrs(df: pd.DataFrame) -> None:
     """Refuse runs of one n (and B_p) at several learning rates: they are not seeds of one n. Each
     run's lr is its first logged one (as :func:`isosim.integrations.lr.run_lrs` reads it: a logged
@@ -576,15 +586,10 @@ def inspect_runs(df: pd.DataFrame, metric: str, *, empty: Sequence[str] = (),
         notes.append("planned run(s) without records (not started, crashed, or elsewhere): "
                      + _names([f"{p.name} (n = {p.n}, seed {p.seed})" for p in missing_only]))
     # a seed only some n have
-    if len(kept):
-        seeds_by_n = kept.groupby("n")["seed"].apply(lambda s: set(int(v) for v in s))
-        every = set.union(*seeds_by_n)
-        ns = sorted(int(n) for n in seeds_by_n.index)
-        for s in sorted(every):
-            have = [n for n in ns if s in seeds_by_n[n]]
-            if len(have) < len(ns):
-                notes.append(f"seed {s} is run for n = {', '.join(map(str, have))} only, not n = "
-                             f"{', '.join(str(n) for n in ns if n not in have)}")
+    ns = sorted({int(n) for n in kept["n"]})
+    for s, lacking in seeds_lacking(kept).items():
+        notes.append(f"seed {s} is run for n = {', '.join(str(n) for n in ns if n not in lacking)} only, not n = "
+                     f"{', '.join(map(str, lacking))}")
     if kept.empty:
         raise IsosimError(f"no run holds a {metric} value: " + "; ".join(notes))
     reach = run_reach(kept, [*empty], cap=cap)

@@ -221,14 +221,15 @@ def cheap_regime(by_seed: dict[int, dict[int, list]], cheap: float, reading: str
 def seed_warning(df: Any, read: Sequence[int]) -> str | None:
     """Where a seed is missing for some n, the reader compares the n on the seeds every n has: the runs
     of the other seeds are not read at all. Said in one line, with the runs left out (None: every run read)."""
+    from isosim.records import seeds_lacking
+
     runs = df.drop_duplicates("run_id")[["run_id", "n", "seed"]]
     left = runs[~runs["seed"].astype(int).isin(set(read))]
     if left.empty:
         return None
     gone = sorted({int(s) for s in left["seed"]})
-    lacking = {s: sorted({int(n) for n in runs["n"]} - {int(n) for n in runs[runs["seed"].astype(int) == s]["n"]})
-               for s in gone}
-    why = "; ".join(f"seed {s} has no run of n = {', '.join(map(str, ns))}" for s, ns in lacking.items() if ns)
+    why = "; ".join(f"seed {s} has no run of n = {', '.join(map(str, ns))}" for s, ns in seeds_lacking(runs).items()
+                    if s in gone)
     return (f"warning: {len(left)} of {len(runs)} runs are not read ({why}): every n is compared on seed"
             f"{'s' if len(read) > 1 else ''} {', '.join(map(str, read))} alone, the seeds every n has, so the pick "
             f"and its se can differ from what all runs give; run the missing ones, or remove seed"
