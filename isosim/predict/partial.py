@@ -428,6 +428,8 @@ PROSPECTIVE_FORMS = {LR_ONE: "lr-read one n", LR_EVERY: "lr-read every n"}
 def prospective_record(method: str, path: Path = PROSPECTIVE_FILE) -> str:
     """What the lr-read form ``method`` scored where it was predicted before the records (both seeds'
     runs in one fit, as ``recommend --runs`` reads them), or "" where that read-out is not at hand."""
+    from isosim.frontier.wording import short_budget
+
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         bar = doc["lr_read_bar"]
@@ -440,15 +442,11 @@ def prospective_record(method: str, path: Path = PROSPECTIVE_FILE) -> str:
     best, final = ("/".join(str(r["best_n"]) for r in rows if r["reading"] == reading) for reading in ("best", "final"))
     verdict = "met its bar" if got["meets"] else "missed its bar"
     return (f"Its one test made before the records, at one lr for every n set where the sqrt rule puts n = 8 "
-            f"({doc['sweep']}, {_budgets(bar['budgets'])}): it picked n = {picks} where the best n was {best} (best "
-            f"reading) and {final} (final), with regret no higher than a fixed n = 8's in {got['no_higher_than_fixed']} of {got['cells']} "
-            f"budget-readings and within 1 se of a difference of the best n in {got['within_1se']} "
+            f"({doc['sweep']}, {', '.join(map(short_budget, bar['budgets']))}): it picked n = {picks} where the best n was {best} (best "
+            f"reading) and {final} (final), with regret no higher than a fixed n = 8's in "
+            f"{got['no_higher_than_fixed']} of {got['cells']} budget-readings and within 1 se of a difference of the best n in {got['within_1se']} "
             f"(asked: {got['cells']} and {got['cells'] - 1}): it {verdict}; reading the lr as set at 1,024 rollouts a "
             f"step (the method of 07a27e7) was within 1 se in {older['within_1se']} (studies/results/organism_const8/)")
-
-
-def _budgets(budgets: Sequence[float]) -> str:
-    return ", ".join(f"{b:.0e}".replace("e+0", "e") for b in budgets)
 
 
 def note(out: Mapping[str, Any]) -> str:
