@@ -125,6 +125,9 @@ def constant_lr_at_8(name: str) -> bool:
 
 APART_BLOCKS = {SECOND: "second_learner", CONST: "constant_lr", CONST8: "constant_lr_at_8"}
 """the folders of the sweeps scored apart from the first learner's -> their block in ``plane.json``"""
+APART_PROFILES = {SECOND: f"{SECOND}/profile_t06.json", CONST: f"{SECOND}/profile_t06.json",
+                  CONST8: "organism_f8/profile_t06.json"}
+"""the folders of the sweeps scored apart -> their learner's base-model profile at T 0.6 (under ``results``)"""
 
 
 def apart_block(name: str) -> str | None:
@@ -313,10 +316,9 @@ def sweep_kind(name: str) -> str:
 
 def profile_path(name: str, results: Path) -> Path:
     """The base model's profile a sweep's cheap-data methods may read (pass rates at its temperature)."""
-    if constant_lr_at_8(name):  # the first learner: its base model's profile at T 0.6
-        return results / "organism_f8" / "profile_t06.json"
-    if apart(name):  # the second learner, one base model: its profile at T 0.6
-        return results / SECOND / "profile_t06.json"
+    folder = name.split("/", 1)[0]
+    if folder in APART_PROFILES:
+        return results / APART_PROFILES[folder]
     return results / ("organism/profile.json" if name.startswith("organism/real/") else "organism_f8/profile_t06.json")
 
 
