@@ -616,11 +616,10 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     if planned_for and planned_for != trainer:
         run.notes.append(f"the runs were planned for {planned_for} (isosim_plan.json); this full run is written for "
                          f"{trainer}, so it trains with another trainer than the cheap runs did")
-    root = plan_dir or out
-    if trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file()):
-        root = out
+    own_script = trainer == "trl" and not (plan_dir and (plan_dir / "train_grpo.py").is_file())
+    root = out if own_script else (plan_dir or out)  # the folder launch.sh's paths are written from
     files, line = run_files(trainer, run, hw, root, out / name)
-    if root == out and trainer == "trl":
+    if own_script:
         files.update(support_files(trainer, out, [run], hw))
     files[out / "launch.sh"] = _script([line], trainer, out / "launch.sh", root)
     line = launch_line(trainer, run, hw, root, out / name)  # as it runs here: every path absolute
