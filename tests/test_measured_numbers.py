@@ -18,6 +18,7 @@ import pytest
 import measured_helpers as mh
 from git_helpers import history_missing
 from isosim.errors import IsosimError
+from isosim.validation import plane_methods as pm
 from isosim.validation import readings as rd
 
 ROOT = mh.ROOT
@@ -612,7 +613,7 @@ def test_the_one_lr_for_n_8_sweeps_bar_table_and_prose_are_the_read_outs():
     prose = flat(between(ORGANISM + "\n\n", "On the plane (`studies/results/plane.json`, block `constant_lr_at_8`", "\n\n"))
     assert f"{len(plane['sweeps'])}" == "1" and f"{summ['fixed n = 8']['replays']} replays" in prose
     for label, name in (("lr-read one n (it is a fixed n = 8 here)", "lr-read n=8 @5%"),
-                        ("lr-read every n", "lr-read every n @5%"), ("07a27e7", pm_simfit_lr()),
+                        ("lr-read every n", "lr-read every n @5%"), ("07a27e7", pm.SIMFIT_LR),
                         ("cheap leader @5 %", "cheap leader @0.05")):
         v = summ[name]
         assert f"{label} {v4(v['best']['mean_regret'])} / {v4(v['final']['mean_regret'])}" in prose, label
@@ -621,15 +622,9 @@ def test_the_one_lr_for_n_8_sweeps_bar_table_and_prose_are_the_read_outs():
     for reading, word in (("best", "best"), ("final", "final")):
         h = hind[reading]
         assert f"{h['n']} ({v4(h['mean_regret'])})" in prose and word in prose
-    worse = all(summ[f][r]["mean_regret"] > summ[pm_simfit_lr()][r]["mean_regret"]
+    worse = all(summ[f][r]["mean_regret"] > summ[pm.SIMFIT_LR][r]["mean_regret"]
                 for f in ("lr-read n=8 @5%", "lr-read every n @5%") for r in ("best", "final"))
     assert worse and "is missed by both forms on this block" in prose
-
-
-def pm_simfit_lr() -> str:
-    from isosim.validation import plane_methods as pm
-
-    return pm.SIMFIT_LR
 
 
 def test_the_findings_paragraph_on_the_one_lr_for_n_8_sweep_is_the_read_outs():
@@ -656,6 +651,6 @@ def test_the_findings_paragraph_on_the_one_lr_for_n_8_sweep_is_the_read_outs():
     assert not any(v["pooled"]["meets"] for v in s.values()) and "**not met**" in text
     summ = json.loads((ROOT / "studies" / "results" / "plane.json").read_text())["constant_lr_at_8"]["summary"]
     pair = {k: f"{v4(summ[k]['best']['mean_regret'])} / {v4(summ[k]['final']['mean_regret'])}"
-            for k in ("lr-read n=8 @5%", "lr-read every n @5%", pm_simfit_lr())}
+            for k in ("lr-read n=8 @5%", "lr-read every n @5%", pm.SIMFIT_LR)}
     assert (f"{pair['lr-read n=8 @5%']} (one n: n = 8 itself) and {pair['lr-read every n @5%']} against 07a27e7's "
-            f"{pair[pm_simfit_lr()]}") in text
+            f"{pair[pm.SIMFIT_LR]}") in text

@@ -115,22 +115,20 @@ if __name__ == "__main__":
     # quick and full are the same computation; --quick (or ISOSIM_STUDY_OUT) writes elsewhere
     quick, _, fig_dir, out = setup("plane", "every way of choosing n: its regret against the compute it spends")
     doc = main(out=out, fig=fig_dir / "plane.png")
+    # each block scored apart (plane_report.APART), its title and its short name in the lines below
+    apart_words = {"second_learner": ("the second learner", "second learner"),
+                   "constant_lr": ("the second learner at one lr for every n", "constant lr"),
+                   "constant_lr_at_8": ("the first learner at one lr set for n = 8", "one lr set for n = 8")}
+    apart = [(*apart_words[b], doc[b]) for b in rep.APART if doc.get(b)]
     held = [("held-out long sweeps", {"summary": doc["held_out"]})] if doc["held_out"] else []
-    held += [("the second learner", doc["second_learner"])] if doc.get("second_learner") else []
-    held += [("the second learner at one lr for every n", doc["constant_lr"])] if doc.get("constant_lr") else []
-    held += ([("the first learner at one lr set for n = 8", doc["constant_lr_at_8"])]
-             if doc.get("constant_lr_at_8") else [])
+    held += [(title, block) for title, _, block in apart]
     for name, block in list(doc["sweeps"].items()) + [("all sweeps", {"summary": doc["overall"]})] + held:
         print(name)
         for m, v in sorted(block["summary"].items(), key=lambda kv: kv[1]["best"]["mean_regret"]):
             print(f"  {m:42s} overhead {v['mean_overhead']:.3f}  best: regret {v['best']['mean_regret']:.4f} "
                   f"within 2se {v['best']['within_2se']}/{v['replays']}  final: regret {v['final']['mean_regret']:.4f} "
                   f"within 2se {v['final']['within_2se']}/{v['replays']}")
-    for block, h in [*doc["hindsight"].items(), *([("second learner", doc["second_learner"]["hindsight"])]
-                                                   if doc.get("second_learner") else []),
-                     *([("constant lr", doc["constant_lr"]["hindsight"])] if doc.get("constant_lr") else []),
-                     *([("one lr set for n = 8", doc["constant_lr_at_8"]["hindsight"])]
-                       if doc.get("constant_lr_at_8") else [])]:
+    for block, h in [*doc["hindsight"].items(), *[(short, b["hindsight"]) for _, short, b in apart]]:
         for reading, v in h.items():
             if v:
                 print(f"  {block}, {reading}: best fixed n in hindsight {v['n']} ({v['mean_regret']:.4f} over {v['replays']})")
@@ -141,12 +139,9 @@ if __name__ == "__main__":
         print(f"  {k}: dominates on best {v['best']}, on final {v['final']}")
     for k, v in doc.get("held_out_dominance", {}).items():
         print(f"  held out: {k}: dominates on best {v['best']}, on final {v['final']}")
-    for k, v in (doc.get("second_learner") or {}).get("dominance", {}).items():
-        print(f"  second learner: {k}: dominates on best {v['best']}, on final {v['final']}")
-    for k, v in (doc.get("constant_lr") or {}).get("dominance", {}).items():
-        print(f"  constant lr: {k}: dominates on best {v['best']}, on final {v['final']}")
-    for k, v in (doc.get("constant_lr_at_8") or {}).get("dominance", {}).items():
-        print(f"  one lr set for n = 8: {k}: dominates on best {v['best']}, on final {v['final']}")
+    for _, short, block in apart:
+        for k, v in block.get("dominance", {}).items():
+            print(f"  {short}: {k}: dominates on best {v['best']}, on final {v['final']}")
     for block, entries in doc["simfit"]["blocks"].items():
         for label, e in entries.items():
             if label in (doc["simfit"]["frozen"], "simfit lr-aware (frozen, read under the runs' lr rule)"):
