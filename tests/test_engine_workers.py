@@ -155,3 +155,41 @@ def test_two_threads_calling_at_once_share_the_helper_safely(eager):
         got = list(pool.map(lambda cs: simulate(cs, workers=2), [cfgs, other]))
     pd.testing.assert_frame_equal(got[0], simulate(cfgs), check_exact=True)
     pd.testing.assert_frame_equal(got[1], simulate(other), check_exact=True)
+
+
+def test_calls_beside_a_warm_helper_answer_what_they_answer_here(eager):
+    """``workers.beside`` sends the second half of a list of calls to a helper a simulation left running
+    (never starting one for it); the values come back in order, an error there is one line, and a
+    sweep's frontier read through it is the read made here."""
+    import json
+    import os
+
+    from isosim.files import jsonable
+    from isosim.predict import choice
+
+    df = simulate(sweep(), workers=2)
+    assert workers.running()
+    pids = workers.beside("os:getpid", [(), (), ()])
+    assert pids[0] == os.getpid() and pids[1] == pids[2] != os.getpid()  # the last two ran there
+    with pytest.raises(IsosimError, match=r"^math:sqrt \(in the helper process\): ValueError") as exc:
+        workers.beside("math:sqrt", [(4.0,), (-1.0,)])
+    assert "\n" not in str(exc.value) and workers.running()
+    there = choice.read_grid(df, "val_avg", 20)
+    workers.close()
+    assert workers.beside("os:getpid", [(), ()]) == [os.getpid()] * 2 and not workers.running()
+    here = choice.read_grid(df, "val_avg", 20)
+    assert json.dumps(jsonable(there), sort_keys=True) == json.dumps(jsonable(here), sort_keys=True)
+
+
+def test_a_helper_told_the_caller_is_done_ends_without_being_waited_for(eager):
+    """At the caller's exit the helper is not waited for: it reads the end of its input and ends by itself."""
+    import time
+
+    simulate(sweep()[:4], workers=2)
+    proc = workers.helper()[0].proc
+    workers.close(wait=False)
+    assert not workers.running()
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.returncode == 0

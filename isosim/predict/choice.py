@@ -71,19 +71,17 @@ def read_grid(df: pd.DataFrame, metric: str, n_boot: int, seed: int = 0) -> dict
     value (capped frontier reading) at that top budget."""
     import pandas as pd
 
-    from isosim.frontier import analysis
+    from isosim.sim import workers
 
     top = float(pd.to_numeric(df["rollouts"], errors="coerce").max())
     analyses: dict[int, dict[str, Any]] = {}
     skipped: dict[int, str] = {}
-    for b_p, g in df.groupby("b_p"):
-        pos = pd.to_numeric(g["rollouts"], errors="coerce")
-        lo = float(pos[pos > 0].min())
-        grid = np.geomspace(lo, top, 25) if lo < top else np.array([top])
-        try:
-            analyses[int(b_p)] = analysis.analyze(g, metric=metric, budgets=grid, n_boot=n_boot, seed=seed)
-        except IsosimError as exc:  # e.g. no n of this B_p reaches the top budget within a step
-            skipped[int(b_p)] = str(exc)
+    groups = [(int(b_p), g) for b_p, g in df.groupby("b_p")]
+    # each B_p's analysis is its own: half of them in the engine's helper process where a simulation left
+    # one running (the same numbers in either process), the rest here meanwhile
+    got = workers.beside("isosim.predict.choice:analyze_b_p", [(g, metric, top, n_boot, seed) for _, g in groups])
+    for (b_p, _), (kind, value) in zip(groups, got):
+        (analyses if kind == "analysis" else skipped)[b_p] = value
     if not analyses:
         raise IsosimError("no B_p simulated reaches the budget: " + "; ".join(skipped.values()))
     cells: dict[tuple[int, int], float] = {}
@@ -95,6 +93,23 @@ def read_grid(df: pd.DataFrame, metric: str, n_boot: int, seed: int = 0) -> dict
     noises = [float(r.get("noise") or 0.0) for r in analyses.values()]
     return {"top": top, "analyses": analyses, "cells": cells, "skipped": skipped,
             "noise": float(math.sqrt(np.mean(np.square(noises)))) if noises else 0.0}
+
+
+def analyze_b_p(g: pd.DataFrame, metric: str, top: float, n_boot: int, seed: int) -> tuple[str, Any]:
+    """:func:`read_grid`'s analysis of one B_p's runs ``g`` on its budget grid up to ``top``:
+    ``("analysis", result)``, or ``("skipped", why)`` where it cannot be read (e.g. no n of this B_p
+    reaches the top budget within a step)."""
+    import pandas as pd
+
+    from isosim.frontier import analysis
+
+    pos = pd.to_numeric(g["rollouts"], errors="coerce")
+    lo = float(pos[pos > 0].min())
+    grid = np.geomspace(lo, top, 25) if lo < top else np.array([top])
+    try:
+        return "analysis", analysis.analyze(g, metric=metric, budgets=grid, n_boot=n_boot, seed=seed)
+    except IsosimError as exc:
+        return "skipped", str(exc)
 
 
 def pick_cell(cells: dict[tuple[int, int], float], se_diff: float) -> dict[str, Any]:

@@ -217,6 +217,55 @@ def _top_units(gain: np.ndarray, units: int, rng) -> np.ndarray:
     return counts
 
 
+def _knapsack_gain(p: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """The signal one more rollout adds to a problem of pass rate ``p`` whose group already has
+    ``extra`` (broadcast together): ``p (1 - p)^k + (1 - p) p^k``, the chance that a group of ``k + 1``
+    is not all alike less that of ``k``; it falls as ``k`` grows."""
+    return p * (1.0 - p) ** extra + (1.0 - p) * p ** extra
+
+
+KNAPSACK_MARGIN = 1e-9
+"""how far (relative) :func:`_knapsack_units` looks either side of the cut its estimate of the gains puts:
+far beyond that estimate's error (about 1e-12: ``exp`` of ``k log(1 - p)`` for ``k`` <= 1e4)"""
+
+
+def _knapsack_units(p: np.ndarray, n_min: int, width: int, units: int, rng) -> np.ndarray:
+    """:func:`_top_units` of the knapsack's gains [B, width] (group sizes ``n_min`` onward) for
+    ``units``, the same counts and the same draw from ``rng``, without every power: the gains are
+    estimated by ``exp`` (a fraction of the cost of a power), the ``units``-th largest estimate is the
+    cut, and only the gains within :data:`KNAPSACK_MARGIN` of it are computed exactly (by the same
+    powers as the whole table); the estimates on either side are ordered right whatever their error.
+    Where the cut is near underflow, or too many gains lie near it, the whole table is computed."""
+    B = p.size
+    extra = np.arange(width) + n_min  # the n a further rollout is added to
+    if units <= 0 or units > B * width:  # (what _top_units does with them, on the whole table)
+        return _top_units(_knapsack_gain(p[:, None], extra[None, :]), units, rng)
+    q = 1.0 - p
+    with np.errstate(divide="ignore", under="ignore"):
+        est = p[:, None] * np.exp(extra * np.log(q)[:, None]) + q[:, None] * np.exp(extra * np.log(p)[:, None])
+    flat = est.reshape(-1)
+    cut = np.partition(flat, flat.size - units)[flat.size - units]
+    above = est > cut * (1.0 + KNAPSACK_MARGIN)
+    near = ~above & (est >= cut * (1.0 - KNAPSACK_MARGIN))
+    n_near = int(near.sum())
+    if not cut > 1e-280 or n_near > 4 * B + 64:  # subnormal territory, or long runs of ties: every power
+        return _top_units(_knapsack_gain(p[:, None], extra[None, :]), units, rng)
+    rank = _order(B, rng)  # (drawn where _top_units draws it: only for units > 0)
+    rows, cols = np.nonzero(near)
+    exact = _knapsack_gain(p[rows], extra[cols])
+    counts = above.sum(1).astype(np.int64)
+    left = units - int(counts.sum())  # taken among the near ones, largest first, as _top_units takes them
+    thr = np.partition(exact, exact.size - left)[exact.size - left]
+    over = exact > thr
+    counts += np.bincount(rows[over], minlength=B)
+    rest = left - int(over.sum())
+    if rest > 0:
+        tie = np.nonzero(exact == thr)[0]
+        take = tie[np.lexsort((rank[rows[tie]], cols[tie]))[:rest]]
+        counts += np.bincount(rows[take], minlength=B)
+    return counts
+
+
 def _proportional(weights: np.ndarray, total: int, n_min: int, n_max: int, rng) -> np.ndarray:
     """Integer counts in ``[n_min, n_max]`` summing to ``total``, proportional to ``weights``
     above the floor (water-filling at the cap, largest remainders for the rounding)."""
@@ -271,9 +320,7 @@ def allocate(rule: str, p_hat, total: int, *, n_min: int = 1, n_max: int | None 
     if rule == "knapsack":
         if n_min < 1:
             raise IsosimError("allocate: knapsack needs n_min >= 1 (its gain is concave from one rollout on)")
-        extra = np.arange(n_max - n_min)[None, :] + n_min  # the n a further rollout is added to
-        gain = p[:, None] * (1.0 - p[:, None]) ** extra + (1.0 - p[:, None]) * p[:, None] ** extra
-        return n_min + _top_units(gain, total - n_min * B, rng)
+        return n_min + _knapsack_units(p, n_min, n_max - n_min, total - n_min * B, rng)
     keep = np.ones(B, dtype=bool)
     if rule == "filter":
         keep = signal_probability(p, signal_n or max(total // B, 1)) >= signal_min

@@ -5,7 +5,9 @@ while the caller steps the others.
 The helper is a plain ``python -m isosim.sim.engine.serve`` child started on first use and kept for
 the rest of the caller's life (its imports, about 2 s, are paid once, while the caller steps its own
 batches); it reads pickled requests on its stdin and answers on its stdout: progress (the rollouts of
-each batched step, a few times a second) and the records' rows, or an error line. A batch computes
+each batched step, a few times a second) and the records' rows, or an error line. Once warm it also
+takes half of a list of calls whose values do not depend on the process (:func:`beside`: the
+frontier analyses of a sweep's B_p). A batch computes
 the same numbers in either process (the same code, one torch thread, each run's own generators), so
 the records do not depend on where a batch ran. It serves one call at a time: a call that finds it
 busy (another thread's), or finds none that can start, or loses it before the answer, steps those
@@ -22,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from isosim.errors import IsosimError
 
@@ -77,6 +80,16 @@ class Helper:
               progress: Callable[[float], None] | None) -> Callable[[], list[dict]]:
         """Send the batches; return a function that waits for their rows (calling ``progress``, under
         the caller's lock, from a reader thread meanwhile)."""
+        return self._send(("run", batches, device, dtype, threads, progress is not None), "rows", progress,
+                          "simulate")
+
+    def call(self, target: str, args: tuple) -> Callable[[], Any]:
+        """Send a call of ``target`` (``"module:function"``, importable in the helper) with ``args``
+        (picklable); return a function that waits for its value."""
+        return self._send(("call", target, args), "result", None, target)
+
+    def _send(self, request: tuple, answer: str, progress: Callable[[float], None] | None,
+              what: str) -> Callable[[], Any]:
         if not self.lock.acquire(blocking=False):  # another thread of the caller's is using it
             raise HelperGone("the helper process is busy")
         box: dict = {}
@@ -96,7 +109,7 @@ class Helper:
                 box["stopped"] = f"the helper process stopped ({type(exc).__name__})"
 
         try:
-            pickle.dump(("run", batches, device, dtype, threads, progress is not None), self.proc.stdin)
+            pickle.dump(request, self.proc.stdin)
             self.proc.stdin.flush()
         except OSError as exc:
             self.lock.release()
@@ -105,26 +118,29 @@ class Helper:
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
 
-        def wait() -> list[dict]:
+        def wait() -> Any:
             reader.join()
             self.lock.release()
             if "stopped" in box:
                 close()
                 raise HelperGone(box["stopped"])
             if "error" in box:  # the engine's error in the helper, which goes on serving
-                raise IsosimError(f"simulate (in the helper process): {box['error']}")
-            return box["rows"]
+                raise IsosimError(f"{what} (in the helper process): {box['error']}")
+            return box[answer]
 
         return wait
 
-    def stop(self, now: bool = False) -> None:
+    def stop(self, now: bool = False, wait: bool = True) -> None:
         """End the helper: at once (``now``, e.g. when the caller was interrupted mid-call), or once it
-        has read the end of its input."""
+        has read the end of its input; without ``wait`` (the caller is exiting) it ends on its own, on
+        the other core, while the caller goes on (its exit, about 0.5 s, is then nobody's wait)."""
         if now and self.alive():
             self.proc.kill()
         if self.alive():
             try:
                 self.proc.stdin.close()
+                if not wait:
+                    return
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
@@ -149,10 +165,46 @@ def running() -> bool:
     return _HELPER is not None and _HELPER.alive()
 
 
-@atexit.register
-def close(now: bool = False) -> None:
-    """Stop the helper (at exit, after it failed, or at once with ``now``)."""
+def beside(target: str, calls: list[tuple]) -> list:
+    """``function(*args)`` for each ``args`` of ``calls`` (``target``: ``"module:function"``), in order:
+    the second half in the helper process when one is running and free (it is already warm from a
+    simulation: starting one for this would cost more than it saves), the rest here meanwhile. For
+    work whose result does not depend on the process (the same code on the same numbers), like a
+    frontier analysis. A helper that is busy, gone or stops leaves its calls to this process."""
+    import importlib
+
+    module, name = target.split(":")
+    fn = getattr(importlib.import_module(module), name)
+    here, there = calls[: len(calls) // 2], calls[len(calls) // 2:]
+    wait = None
+    if there and running():
+        try:
+            wait = _HELPER.call(target, tuple(there))
+        except HelperGone:
+            wait = None
+    try:
+        mine = [fn(*args) for args in (here if wait is not None else calls)]
+    except BaseException:
+        if wait is not None:  # its answer is not wanted any more
+            close(now=True)
+        raise
+    if wait is None:
+        return mine
+    try:
+        return mine + list(wait())
+    except HelperGone:
+        return mine + [fn(*args) for args in there]
+
+
+def close(now: bool = False, wait: bool = True) -> None:
+    """Stop the helper (after it failed, at once with ``now``, or at exit without ``wait``)."""
     global _HELPER
     if _HELPER is not None:
-        _HELPER.stop(now)
+        _HELPER.stop(now, wait)
         _HELPER = None
+
+
+@atexit.register
+def _at_exit() -> None:
+    """At the caller's exit an idle helper reads the end of its input and exits by itself."""
+    close(wait=False)

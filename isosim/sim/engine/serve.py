@@ -1,9 +1,10 @@
 """The helper process of :mod:`isosim.sim.workers` (``python -m isosim.sim.engine.serve``): it steps the
 batches a caller sends (pickled, on stdin) and answers on stdout with their progress and record rows, or
-an error line."""
+an error line; or calls a function of the caller's (``workers.beside``) and answers its values."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import signal
@@ -24,8 +25,12 @@ def _serve() -> None:
     while True:
         try:
             request = pickle.load(inp)
-        except EOFError:
-            return
+        except EOFError:  # the caller is done (or gone): every answer is flushed, nothing is left to tidy
+            sys.stderr.flush()
+            os._exit(0)  # (as multiprocessing's children end: the interpreter's teardown would hold the caller's stderr)
+        if request[0] == "call":  # a function of the caller's on its own arguments (workers.beside)
+            _call(request[1], request[2], out)
+            continue
         _, batches, device, dtype, threads, with_progress = request
         pending: list[float] = []
         last = [time.perf_counter()]
@@ -48,6 +53,26 @@ def _serve() -> None:
                 pickle.dump(("progress", pending), out)
             pickle.dump(("rows", rows), out)
         out.flush()
+        _warm()
+
+
+def _warm() -> None:
+    """Import, while idle after a simulation, what a caller usually sends next (the frontier analysis of
+    the records: scipy's fits, about 0.3 s), so that it does not wait for it."""
+    import isosim.frontier.analysis  # noqa: F401
+
+
+def _call(target: str, calls: tuple, out) -> None:
+    """Answer the values of ``module:function`` on each of ``calls``' argument tuples, or an error line."""
+    try:
+        module, name = target.split(":")
+        fn = getattr(importlib.import_module(module), name)
+        values = [fn(*args) for args in calls]
+    except Exception as exc:  # the caller needs one line; the helper keeps serving
+        pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
+    else:
+        pickle.dump(("result", values), out)
+    out.flush()
 
 
 if __name__ == "__main__":
