@@ -4,6 +4,7 @@ finished runs leave; and :func:`simulate`."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -59,6 +60,8 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
     tables = {name: x.reshape(-1, x.shape[-1]) for name, x in tables.items()}
     scale = scale[:, cols]
     autograd = cfgs[0].policy == "mlp"
+    # (without autograd the batch runs in inference mode, where no_grad has nothing to do but cost a few us a step)
+    no_grad = torch.no_grad if autograd else contextlib.nullcontext
     linear = None
     all_co = all(correct_only(c) for c in cfgs)  # every run draws its correct draws only
     if not autograd and cfgs[0].policy == "linear":  # (tabular runs have no theta)
@@ -149,11 +152,11 @@ def _run_batch(cfgs: list[SimConfig], device, dtype, progress) -> list[dict]:
             here = {k: x[s] for k, x in chunk.items()}
 
         if closed:  # the linear policy in closed form: only the draws touch every response
-            with torch.no_grad():
+            with no_grad():
                 grads, z, counts, pi = _closed_step(b, here, u, has_len)
         else:
             grads, z, counts, pi = _general_step(b, here, u, idx, flat, pop, linear, U_flat, autograd)
-        with torch.no_grad():
+        with no_grad():
             if alloc:
                 allocated.observe(b, b.last_m)
             _apply_update(b, grads, z, pop, idx, t, here.get("logpi0"))

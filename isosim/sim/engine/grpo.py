@@ -4,6 +4,7 @@ general path (softmax over every response) or the linear policy's closed form.""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,7 +117,7 @@ def _general_step(b: _Batch, here, u, idx, flat, pop, linear, U_flat, autograd: 
             for p in b.params.values():
                 p.requires_grad_(True)
         z = logits(b.params, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, U, here["logpi0"])
-    with torch.no_grad():
+    with torch.no_grad() if autograd else contextlib.nullcontext():  # (inference mode otherwise)
         logpi = torch.log_softmax(z, -1)
         pi = logpi.exp()
         correct = here["correct"]

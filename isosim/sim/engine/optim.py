@@ -46,16 +46,17 @@ def _apply_update(b: _Batch, grads: dict, z, pop, idx, t: int, base) -> None:
     step = {}
     for k, g in grads.items():
         direction = g
+        pr = b.run_views(g.dim())  # the per-run factors shaped for g (cached until runs leave)
         if b.any["adam"]:
-            b1, b2 = per_run(v["beta1"], g), per_run(v["beta2"], g)
-            b.m1[k].mul_(b1).add_(per_run(c["1-beta1"], g) * g)
-            b.m2[k].mul_(b2).add_(per_run(c["1-beta2"], g) * g * g)
+            b1, b2 = pr["beta1"], pr["beta2"]
+            b.m1[k].mul_(b1).add_(pr["1-beta1"] * g)
+            b.m2[k].mul_(b2).add_(pr["1-beta2"] * g * g)
             adam_step = (b.m1[k] / (1 - b1 ** (t + 1))) / ((b.m2[k] / (1 - b2 ** (t + 1))).sqrt() + ADAM_EPS)
-            direction = adam_step if c["all_adam"] else torch.where(per_run(v["adam"], g), adam_step, g)
-        step[k] = (per_run(c["-lr"], g) if lr is v["lr"] else -per_run(lr, g)) * direction
+            direction = adam_step if c["all_adam"] else torch.where(pr["adam"], adam_step, g)
+        step[k] = (pr["-lr"] if lr is v["lr"] else -per_run(lr, g)) * direction
         if b.any["adamw"]:
-            decay = c["adamw_decay"] if lr is v["lr"] else torch.where(v["adamw"], lr * v["wd"], 0.0)
-            step[k] -= per_run(decay, g) * b.params[k]
+            decay = pr["adamw_decay"] if lr is v["lr"] else per_run(torch.where(v["adamw"], lr * v["wd"], 0.0), g)
+            step[k] -= decay * b.params[k]
     if b.any["trust"]:
         new = {k: b.params[k] + step[k] for k in step}
         dz = (logits(new, v["scale"], v["tab_scale"], pop, v["pop_idx"], idx, z0=base) - z).abs()

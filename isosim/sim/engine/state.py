@@ -109,12 +109,26 @@ class _Batch:
         self.betas = (one("beta1"), one("beta2"))
         # the optimiser's per-run factors that do not change from step to step (the same numbers
         # optim._apply_update would compute each step; fewer small ops in a step)
+        self._views: dict[int, dict[str, torch.Tensor]] = {}  # (run_views)
         coupled = any(c.wd > 0 and c.optimizer != "adamw" for c in cfgs)
         self.optim_const = {
             "coupled_wd": torch.where(v["adamw"], 0.0, v["wd"]) if coupled else None,
             "1-beta1": 1 - v["beta1"], "1-beta2": 1 - v["beta2"], "all_adam": bool(v["adam"].all()),
             "-lr": -v["lr"], "adamw_decay": torch.where(v["adamw"], v["lr"] * v["wd"], 0.0),
         }
+
+    def run_views(self, dim: int) -> dict[str, torch.Tensor]:
+        """The optimiser's per-run settings [R] viewed as [R, 1, ...] of ``dim`` axes (made once per
+        shape until runs leave: a view is cheap, but a step asks for a handful)."""
+        got = self._views.get(dim)
+        if got is None:
+            shape = (len(self.cfgs), *([1] * (dim - 1)))
+            c, v = self.optim_const, self.vec
+            got = {name: x.view(shape) for name, x in (("beta1", v["beta1"]), ("beta2", v["beta2"]), ("adam", v["adam"]),
+                                                        ("1-beta1", c["1-beta1"]), ("1-beta2", c["1-beta2"]),
+                                                        ("-lr", c["-lr"]), ("adamw_decay", c["adamw_decay"]))}
+            self._views[dim] = got
+        return got
 
     def keep(self, sel: list[int], width: int | None = None) -> None:
         """Drop every run not in ``sel`` (finished runs leave the batch); with ``width``, the batch
