@@ -411,6 +411,10 @@ def test_recommend_for_trl_writes_the_picks_full_run(tmp_path):
     assert "full run for trl: n = 4, B_p = 8, 3125 steps" in res.stdout
     cfg = yaml.safe_load((out / "full" / "full-n4" / "config.yaml").read_text())
     assert cfg["max_steps"] == 3125 and cfg["output_dir"] == str(out / "full" / "full-n4")
+    # the long run saves ten checkpoints (the last two kept) and resumes from the newest; the cheap ones save none
+    assert (cfg["save_strategy"], cfg["save_steps"], cfg["save_total_limit"]) == ("steps", 312, 2)
+    assert "checkpoints every 312 steps (the last two kept): launched again after an interruption" in res.stdout
+    assert yaml.safe_load((out / "runs" / "n4-s0" / "config.yaml").read_text())["save_strategy"] == "no"
     check_trl_arithmetic(cfg, 4, 8, P.Hardware(8))  # the plan's 8 processes
     assert str(out / "train_grpo.py") in "\n".join(launch_lines(out / "full" / "launch.sh", out))
     assert "planned for" not in res.stdout
@@ -455,3 +459,8 @@ def test_verl_tensorboard_logs_read_with_the_plans_run_table(tmp_path):
     assert set(items) <= VERL_KEYS
     assert items["actor_rollout_ref.rollout.n"] == "16" and items["trainer.total_training_steps"] == str(int(1e5 // 128))
     assert items["trainer.n_gpus_per_node"] == "8"
+    # the long run saves ten checkpoints (the last two kept) and verl resumes from the newest on a relaunch
+    assert (items["trainer.save_freq"], items["trainer.resume_mode"], items["trainer.max_actor_ckpt_to_keep"]) == (
+        str(int(1e5 // 128) // 10), "auto", "2")
+    cheap = dict(x.split("=", 1) for x in (out / "runs" / "n16-s0" / "overrides.txt").read_text().splitlines())
+    assert cheap["trainer.save_freq"] == "-1"

@@ -119,3 +119,60 @@ def test_plan_run_with_trl_and_recommend_back(tmp_path):
     got = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert "error" not in got
     assert got["generation_batch_size"] == 2 * pick and got["max_steps"] == 320 // (2 * pick)
+
+
+FLAKY = '''
+import os
+from pathlib import Path
+
+
+def flaky(completions, **kwargs):
+    """tiny_rewards.parity that counts its calls in $CALLS and fails at call $FAIL_AT (an interrupted run)."""
+    calls = Path(os.environ["CALLS"])
+    k = (int(calls.read_text()) if calls.exists() else 0) + 1
+    calls.write_text(str(k))
+    if k == int(os.environ.get("FAIL_AT", "0")):
+        raise RuntimeError("interrupted")
+    return [1.0 if c and ord(c[0]) % 2 == 0 else 0.0 for c in completions]
+'''
+
+
+def test_an_interrupted_run_that_saved_a_checkpoint_resumes_from_it(tmp_path):
+    """train_grpo.py launched again on a run whose output_dir holds checkpoints goes on from the newest:
+    a run of 4 steps saving every 2, interrupted in step 3, trains steps 3 and 4 only when launched again,
+    and is then marked finished (the full-budget run saves such checkpoints: save_strategy steps)."""
+    pytest.importorskip("trl")
+    from llm_runs.sampling.tiny import make_tiny_model
+
+    from isosim.integrations.trl_script import FINISHED
+
+    model = make_tiny_model(tmp_path / "tiny", seed=0, vocab_size=128, hidden_size=16, num_layers=1, num_heads=2)
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(6) for b in range(6)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "tiny_rewards.py").write_text(FLAKY)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CALLS": str(tmp_path / "calls"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    out = tmp_path / "sweep"
+    plan = subprocess.run([sys.executable, "-c", "import cli; cli.main()", "plan", "--for", "trl", "--budget", "320",
+                           "--n", "2,4", "--b-p", "2", "--min-steps", "2", "--max-per-device", "4", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    run_dir = out / "runs" / "n2-s0"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["max_steps"] == 4
+
+    def launch(**extra):
+        return subprocess.run([sys.executable, str(out / "train_grpo.py"), "--config", str(run_dir / "config.yaml"),
+                               "--model_name_or_path", model, "--dataset_name", str(tmp_path / "train.jsonl"),
+                               "--reward_funcs", "tiny_rewards.flaky", "--use_cpu", "true",
+                               "--max_completion_length", "4", "--disable_tqdm", "true",
+                               "--save_strategy", "steps", "--save_steps", "2"],
+                              capture_output=True, text=True, cwd=tmp_path, env={**env, **extra}, timeout=600)
+
+    first = launch(FAIL_AT="3")
+    assert first.returncode != 0 and "interrupted" in first.stderr
+    assert (run_dir / "checkpoint-2").is_dir() and not (run_dir / FINISHED).exists()
+    again = launch()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming from {run_dir / 'checkpoint-2'}" in again.stderr
+    assert int((tmp_path / "calls").read_text()) == 3 + 2  # steps 3 and 4, not the whole run again
+    assert json.loads((run_dir / FINISHED).read_text()) == {"steps": 4, "max_steps": 4}

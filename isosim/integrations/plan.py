@@ -323,6 +323,27 @@ def isosim_settings(run: Run, hw: Hardware, log_dir: str) -> dict[str, Any]:
 
 SETTINGS = {"trl": trl_settings, "verl": verl_settings, "isosim": isosim_settings}
 
+CHECKPOINTS = 10
+"""how many times a full-budget run saves a checkpoint (the last two kept): launched again after an
+interruption, it resumes from the last one. The cheap runs are short and save none."""
+
+
+def checkpointed(trainer: str, run: Run) -> int | None:
+    """Make ``run`` (a full-budget run) save a checkpoint every ``steps / CHECKPOINTS`` steps, keep the
+    last two, and resume from the last one when launched again: TRL's ``save_strategy: steps`` (isosim's
+    ``train_grpo.py`` resumes from the newest ``checkpoint-*`` of its ``output_dir``); verl's
+    ``trainer.save_freq`` with ``resume_mode: auto`` (it resumes from ``default_local_dir``). isosim's own
+    runner checkpoints and resumes by itself (None: nothing set here). The steps between two checkpoints."""
+    every = max(run.steps // CHECKPOINTS, 1)
+    if trainer == "trl":
+        run.settings.update({"save_strategy": "steps", "save_steps": every, "save_total_limit": 2})
+    elif trainer == "verl":
+        run.settings.update({"trainer.save_freq": every, "trainer.resume_mode": "auto",
+                             "trainer.max_actor_ckpt_to_keep": 2})
+    else:
+        return None
+    return every
+
 
 def make_run(trainer: str, n: int, b_p: int, steps: int, seed: int, hw: Hardware, log_dir: str,
              name: str | None = None, lr: tuple | None = None) -> Run:

@@ -612,6 +612,7 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     steps = P.steps_for(budget, n, b_p)
     name = f"full-n{n}"
     run = P.make_run(trainer, n, b_p, steps, seed, hw, str(out / name), name=name, lr=lr)
+    every = P.checkpointed(trainer, run)  # a long run: launched again after an interruption, it resumes
     planned_for = record.get("request", {}).get("trainer")
     if planned_for and planned_for != trainer:
         run.notes.append(f"the runs were planned for {planned_for} (isosim_plan.json); this full run is written for "
@@ -627,7 +628,8 @@ def write_full(trainer: str, runs: Path, n: int, b_p: int, budget: float,
     files[out / LEDGER] = ledger_text(out, {p: text.encode("utf-8") for p, text in files.items()})
     commit(out, files)
     return {"folder": str(out), "settings": str(out / name / SETTINGS_FILE[trainer]), "launch": line,
-            "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes, "lr": run.lr}
+            "steps": steps, "rollouts": run.rollouts, "processes": hw.processes, "notes": run.notes, "lr": run.lr,
+            "checkpoint_every": every}
 
 
 def plan_settings(runs: Path, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -695,5 +697,8 @@ def full_lines(r: dict[str, Any], full: dict[str, Any], trainer: str) -> list[st
     text += [f"  note: {n}" for n in full["notes"]]
     if full.get("lr") is not None:
         text.append(f"  lr {full['lr']:.3g}: the cheap runs' rule for n = {r['pick']} (see the lr lines above)")
+    if full.get("checkpoint_every"):
+        text.append(f"  checkpoints every {full['checkpoint_every']} steps (the last two kept): launched again after an "
+                    "interruption, the run resumes from the newest")
     text += [f"settings: {full['settings']}", f"launch: {full['launch']}"]
     return text

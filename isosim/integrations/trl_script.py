@@ -18,7 +18,8 @@ run's ``output_dir``; without one it writes the training reward only. The model 
 ``output_dir`` at the end (a later stage of a schedule starts from it), then ``FINISHED``
 (``isosim_finished.json``): the plan's ``launch.sh`` skips a run that has it, so that rerunning the
 sweep after one run failed does not train the finished ones again (a fresh start rewrites a run's
-records).
+records). A run whose ``output_dir`` holds a ``checkpoint-STEP`` folder (the full-budget run saves
+some: ``save_strategy: steps``) resumes from the newest one (or from ``--resume_from_checkpoint``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ def reward_function(name: str):
     return getattr(importlib.import_module(module), func)
 
 
+def last_checkpoint(folder: str) -> str | None:
+    """The newest ``checkpoint-STEP`` folder of a run's ``output_dir`` (an interrupted run that saved
+    one), or None."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(folder) if Path(folder).is_dir() else None
+
+
 def main(argv: list[str] | None = None) -> None:
     from trl import GRPOConfig, GRPOTrainer, TrlParser
 
@@ -92,7 +101,10 @@ def main(argv: list[str] | None = None) -> None:
                                correct_at=script.correct_at, seed=training.seed)
     trainer = GRPOTrainer(model=script.model_name_or_path, reward_funcs=funcs, args=training,
                           train_dataset=train, callbacks=[callback])
-    trainer.train()
+    resume = training.resume_from_checkpoint or last_checkpoint(training.output_dir)
+    if resume:
+        print(f"train_grpo.py: resuming from {resume}", file=sys.stderr, flush=True)
+    trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training.output_dir)
     done = trainer.state.global_step
     if trainer.is_world_process_zero() and training.max_steps > 0 and done >= training.max_steps:
