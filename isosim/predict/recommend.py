@@ -366,6 +366,9 @@ def _simulate_and_read(plan: Any, metric: str, n_boot: int, progress: bool,
     # a bar on a terminal; elsewhere (with log) a start line and a line every 10 s
     # one engine call for the whole sweep, its batches on two cores where there are two (the records do not
     # depend on either: a run's computation is its own)
+    from isosim.sim import workers
+
+    workers.warm_after("isosim.frontier.analysis")  # the read below sends the helper half of it
     df = sweep.run_sweep(plan, store, progress=progress or log is not None, wait=True, log=log,
                          chunk_size=max(plan.n_runs, 1), workers=_workers())
     if progress:

@@ -80,8 +80,8 @@ class Helper:
               progress: Callable[[float], None] | None) -> Callable[[], list[dict]]:
         """Send the batches; return a function that waits for their rows (calling ``progress``, under
         the caller's lock, from a reader thread meanwhile)."""
-        return self._send(("run", batches, device, dtype, threads, progress is not None), "rows", progress,
-                          "simulate")
+        return self._send(("run", batches, device, dtype, threads, progress is not None, tuple(_WARM)), "rows",
+                          progress, "simulate")
 
     def call(self, target: str, args: tuple) -> Callable[[], Any]:
         """Send a call of ``target`` (``"module:function"``, importable in the helper) with ``args``
@@ -149,6 +149,15 @@ class Helper:
 
 _HELPER: Helper | None = None
 _GUARD = threading.Lock()
+_WARM: list[str] = []
+"""modules the helper imports once idle after a simulation (:func:`warm_after`)"""
+
+
+def warm_after(*modules: str) -> None:
+    """Have the helper import ``modules`` once it has answered a simulation, while the caller may still
+    be stepping: what the caller will send it next through :func:`beside` (e.g. the frontier analysis)
+    is then ready. Named, not imported, here: the engine's layer does not depend on them."""
+    _WARM.extend(m for m in modules if m not in _WARM)
 
 
 def helper() -> tuple[Helper, bool]:

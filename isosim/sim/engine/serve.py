@@ -31,7 +31,7 @@ def _serve() -> None:
         if request[0] == "call":  # a function of the caller's on its own arguments (workers.beside)
             _call(request[1], request[2], out)
             continue
-        _, batches, device, dtype, threads, with_progress = request
+        _, batches, device, dtype, threads, with_progress, warm = request
         pending: list[float] = []
         last = [time.perf_counter()]
 
@@ -53,13 +53,18 @@ def _serve() -> None:
                 pickle.dump(("progress", pending), out)
             pickle.dump(("rows", rows), out)
         out.flush()
-        _warm()
+        _warm(warm)
 
 
-def _warm() -> None:
-    """Import, while idle after a simulation, what a caller usually sends next (the frontier analysis of
-    the records: scipy's fits, about 0.3 s), so that it does not wait for it."""
-    import isosim.frontier.analysis  # noqa: F401
+def _warm(modules: tuple[str, ...]) -> None:
+    """Import, while idle after a simulation, the modules the caller said it will call next
+    (``workers.warm_after``: e.g. the frontier analysis, scipy's fits, about 0.3 s), so that the call
+    does not wait for them. One that cannot be imported is left to the call to report."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def _call(target: str, calls: tuple, out) -> None:
