@@ -603,7 +603,8 @@ def plan(
     preset: str = typer.Option("easy", help="with --schedule: the simulator preset of its view"),
     lr: Optional[float] = typer.Option(None, "--lr", help="your learning rate: with --for trl, the lr of your runs at n = 8 (TRL's default num_generations) unless --lr-tuned-at says another n; with verl or isosim, the lr at the reference batch of B_p x n = 1024 rollouts a step unless --lr-tuned-at; scaled to each n by --lr-rule (default 1e-6, TRL's default learning_rate)"),
     lr_rule: str = typer.Option("sqrt", "--lr-rule", help="sqrt (default): lr = BASE x sqrt(B_p x n / 1024); constant: BASE for every n. On the measured learners sqrt gave a flat top (n = 8 within noise of the best), while one lr for every n made n = 2 collapse and left n = 8 3.1-7.7 se (of the difference of two seed means; best value up to C, value at C) below the best n at 1e6 rollouts (organism-hard-128 at lr 3e-4)"),
-    lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="the n at which you tuned --lr (at this plan's B_p): that n's runs get --lr exactly and --lr-rule scales the others from there (e.g. --lr 1e-6 --lr-tuned-at 8: TRL's default lr at its default num_generations, what --for trl takes without --lr or with --lr alone); without it, for verl and isosim --lr is the lr at B_p x n = 1024"),
+    lr_tuned_at: Optional[int] = typer.Option(None, "--lr-tuned-at", help="the n at which you tuned --lr (at this plan's B_p, or --lr-tuned-b-p's): that n's runs get --lr exactly and --lr-rule scales the others from there (e.g. --lr 1e-6 --lr-tuned-at 8: TRL's default lr at its default num_generations, what --for trl takes without --lr or with --lr alone); without it, for verl and isosim --lr is the lr at B_p x n = 1024"),
+    lr_tuned_b_p: Optional[int] = typer.Option(None, "--lr-tuned-b-p", help="with --lr-tuned-at: the B_p (prompts a step) at which you tuned --lr, where it is not this plan's (TRL: per_device_train_batch_size x gradient_accumulation_steps x processes / num_generations; verl: data.train_batch_size); --lr-rule scales every run from B_p x n = this x --lr-tuned-at"),
     out: Optional[Path] = typer.Option(None, help="output folder (default: a fresh folder under runs/); one that holds anything but this same plan is refused"),
     force: bool = typer.Option(False, "--force", help="replace the --out folder whole where it holds other files (another plan, your runs' records or logs: all deleted)"),
 ) -> None:
@@ -628,7 +629,7 @@ def plan(
     req = plan_files.Request(trainer=for_, budget=budget, share=share, ns=_n_list(n, "4,8,16"), b_p=b_p,
                              seeds=seeds, seed=seed, min_steps=min_steps, schedule=schedule, budget_note=note,
                              hardware=P.Hardware(processes=processes, nodes=nodes, per_device=max_per_device),
-                             lr=lr, lr_rule=lr_rule, lr_tuned_at=lr_tuned_at)
+                             lr=lr, lr_rule=lr_rule, lr_tuned_at=lr_tuned_at, lr_tuned_b_p=lr_tuned_b_p)
     plan_files.check_request(req)  # every flag before a folder is made
     req = plan_files.trl_default_lr(req)
     if out is not None:

@@ -126,8 +126,29 @@ def test_plan_lr_tuned_at_keeps_that_ns_lr_exactly(monkeypatch, capsys, tmp_path
     assert f"actor_rollout_ref.actor.optim.lr={1e-6 * math.sqrt(8 * b_p / 1024)!r}" in n8
 
 
+def test_plan_lr_tuned_at_another_b_p_scales_every_run_from_that_batch(monkeypatch, capsys, tmp_path):
+    """An lr tuned at n = 8 and B_p = 16, for a plan of another B_p: every run's lr is the rule's from the
+    batch 16 x 8, said so in the README; recommend --runs reads the same anchor back from the plan."""
+    from isosim.predict.partial import _plan_anchor
+
+    plan = _plan(monkeypatch, capsys, tmp_path, "--lr", "1e-6", "--lr-tuned-at", "8", "--lr-tuned-b-p", "16")
+    record = json.loads((plan / "isosim_plan.json").read_text())
+    b_p = int(record["b_p"])
+    assert b_p != 16 and record["request"]["lr_tuned_b_p"] == 16
+    for cfg in sorted((plan / "runs").glob("*/config.yaml")):
+        doc = yaml.safe_load(cfg.read_text())
+        n = int(doc["num_generations"])
+        assert doc["learning_rate"] == pytest.approx(1e-6 * math.sqrt(b_p * n / 128), rel=1e-12), n
+    readme = " ".join((plan / "README.md").read_text().split())
+    assert "tuned at n = 8 at B_p = 16 (--lr-tuned-at, --lr-tuned-b-p)" in readme
+    assert f"this plan's B_p is {b_p}, so no run has that batch unless its B_p x n is 128" in readme
+    assert _plan_anchor(plan / "runs", b_p) == (1e-6, 128.0)
+
+
 @pytest.mark.parametrize("extra, words", [(["--lr-tuned-at", "8"], "give --lr too"),
-                                          (["--lr", "1e-6", "--lr-tuned-at", "1"], "2 or more")])
+                                          (["--lr", "1e-6", "--lr-tuned-at", "1"], "2 or more"),
+                                          (["--lr", "1e-6", "--lr-tuned-b-p", "16"], "give --lr and --lr-tuned-at"),
+                                          (["--lr", "1e-6", "--lr-tuned-at", "8", "--lr-tuned-b-p", "0"], "1 or more")])
 def test_plan_lr_tuned_at_refusals(monkeypatch, capsys, tmp_path, extra, words):
     code, out, err = run(monkeypatch, capsys, "plan", "--for", "trl", "--budget", "2e6", "--out", tmp_path / "p", *extra)
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1

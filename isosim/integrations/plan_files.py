@@ -57,8 +57,11 @@ class Request:
     lr_rule: str = LR.DEFAULT_RULE
     """sqrt or constant (:mod:`isosim.integrations.lr`)"""
     lr_tuned_at: int | None = None
-    """the n at which the user tuned ``lr`` (at the plan's B_p): that n's runs get ``lr`` exactly and
-    the rule scales the others from there (None: ``lr`` is the lr at 1024 rollouts a step)"""
+    """the n at which the user tuned ``lr`` (at ``lr_tuned_b_p``): the rule scales every run from the batch
+    ``lr_tuned_b_p x lr_tuned_at`` (None: ``lr`` is the lr at 1024 rollouts a step)"""
+    lr_tuned_b_p: int | None = None
+    """the B_p at which the user tuned ``lr`` (None: the plan's, so that n = ``lr_tuned_at``'s runs get ``lr``
+    exactly)"""
     lr_defaulted: bool = False
     """``lr`` and ``lr_tuned_at`` are TRL's defaults, set because ``--lr`` was not given (:func:`trl_default_lr`)"""
     lr_tuned_assumed: bool = False
@@ -82,8 +85,23 @@ def trl_default_lr(req: "Request") -> "Request":
 
 def lr_of(req: Request, b_p: int) -> tuple[float, str, float]:
     """(BASE, rule, reference batch) of every run of the request at ``b_p`` prompts a step."""
-    ref = float(b_p * req.lr_tuned_at) if req.lr_tuned_at is not None else float(LR.LR_REF_BATCH)
+    ref = (float((req.lr_tuned_b_p or b_p) * req.lr_tuned_at) if req.lr_tuned_at is not None
+           else float(LR.LR_REF_BATCH))
     return (LR.DEFAULT_BASE if req.lr is None else req.lr), req.lr_rule, ref
+
+
+def _tuned_where(req: Request) -> str:
+    """``n = N`` (at the plan's B_p), or ``n = N at B_p = B`` where ``--lr-tuned-b-p`` gave another."""
+    return f"n = {req.lr_tuned_at}" + ("" if req.lr_tuned_b_p is None else f" at B_p = {req.lr_tuned_b_p}")
+
+
+def _exactly(req: Request, b_p: int) -> str:
+    """Which runs get ``--lr`` exactly: the tuned n's at the plan's B_p; none at another B_p (unless one
+    has the tuned batch's rollouts a step)."""
+    if req.lr_tuned_b_p is None or req.lr_tuned_b_p == b_p:
+        return "that n's runs get it exactly"
+    return (f"this plan's B_p is {b_p}, so no run has that batch unless its B_p x n is "
+            f"{req.lr_tuned_b_p * req.lr_tuned_at}: each n's lr is the rule's from there")
 
 
 def lr_where(req: Request, b_p: int) -> str:
@@ -95,7 +113,7 @@ def lr_where(req: Request, b_p: int) -> str:
         return (f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}: taken as tuned at TRL's default "
                 "num_generations; --lr-tuned-at N if you tuned it at another n)")
     if req.lr_tuned_at is not None:
-        return f"{base:g} at n = {req.lr_tuned_at} (B_p x n = {ref:g}, where it was tuned: --lr-tuned-at)"
+        return f"{base:g} at {_tuned_where(req)} (B_p x n = {ref:g}, where it was tuned: --lr-tuned-at)"
     return f"{base:g} at B_p x n = {LR.LR_REF_BATCH}"
 
 
@@ -109,6 +127,11 @@ def check_request(req: Request) -> None:
             raise IsosimError("--lr-tuned-at says where --lr was tuned: give --lr too")
         if req.lr_tuned_at < 2:
             raise IsosimError(f"--lr-tuned-at is the n your lr was tuned at (2 or more), got {req.lr_tuned_at}")
+    if req.lr_tuned_b_p is not None:
+        if req.lr_tuned_at is None:
+            raise IsosimError("--lr-tuned-b-p is the B_p of --lr-tuned-at's runs: give --lr and --lr-tuned-at too")
+        if req.lr_tuned_b_p < 1:
+            raise IsosimError(f"--lr-tuned-b-p is the B_p your lr was tuned at (1 or more), got {req.lr_tuned_b_p}")
     req.hardware.check()
     if not 1 <= req.seeds <= P.MAX_SEEDS:
         raise IsosimError(f"--seeds must be between 1 and {P.MAX_SEEDS} runs per n, got {req.seeds}")
@@ -545,7 +568,8 @@ def lr_md(req: Request, b_p: int) -> list[str]:
         given += (f", taken as tuned at TRL's default num_generations, n = {req.lr_tuned_at} (--lr-tuned-at N if "
                   "you tuned it at another n): that n's runs get it exactly")
     elif req.lr_tuned_at is not None:
-        given += f", tuned at n = {req.lr_tuned_at} (--lr-tuned-at): that n's runs get it exactly"
+        given += (f", tuned at {_tuned_where(req)} (--lr-tuned-at"
+                  + ("" if req.lr_tuned_b_p is None else ", --lr-tuned-b-p") + f"): {_exactly(req, b_p)}")
     formula = (f"lr = {base:g} x sqrt(B_p x n / {ref:g})" if rule == "sqrt" else f"lr = {base:g} for every n")
     text = ["## Learning rate", "",
             f"Each run's lr is written in its settings ({LR_KEY[req.trainer]}) by the **{rule}** rule (--lr-rule) from "

@@ -161,7 +161,8 @@ TUNED_AT_DEFAULT = 8
 
 
 def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
-    """(lr, batch) where a plan's request says its lr was set (``isosim plan --lr [--lr-tuned-at N]``)."""
+    """(lr, batch) where a plan's request says its lr was set (``isosim plan --lr [--lr-tuned-at N
+    [--lr-tuned-b-p B]]``; B defaults to the runs' ``b_p``)."""
     from isosim.integrations import plan_files
     from isosim.integrations.lr import LR_REF_BATCH
 
@@ -174,8 +175,8 @@ def _plan_anchor(path: Path, b_p: int) -> tuple[float, float] | None:
         return None
     if req.get("lr") is None:
         return None
-    tuned = req.get("lr_tuned_at")
-    return float(req["lr"]), float(b_p * int(tuned) if tuned else LR_REF_BATCH)
+    tuned, tuned_b_p = req.get("lr_tuned_at"), req.get("lr_tuned_b_p")
+    return float(req["lr"]), float(int(tuned_b_p or b_p) * int(tuned) if tuned else LR_REF_BATCH)
 
 
 def runs_lrs(path: Path, df: pd.DataFrame, ns: Sequence[int], b_p: int, rule: str) -> tuple[dict[int, float] | None, str]:
