@@ -171,6 +171,7 @@ def test_calls_beside_a_warm_helper_answer_what_they_answer_here(eager):
     assert workers.running()
     pids = workers.beside("os:getpid", [(), (), ()])
     assert pids[0] == os.getpid() and pids[1] == pids[2] != os.getpid()  # the last two ran there
+    assert workers.beside("os:getpid", [()]) == [os.getpid()]  # one call alone: here, nothing beside it
     with pytest.raises(IsosimError, match=r"^math:sqrt \(in the helper process\): ValueError") as exc:
         workers.beside("math:sqrt", [(4.0,), (-1.0,)])
     assert "\n" not in str(exc.value) and workers.running()

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     trainer = GRPOTrainer(model=script.model_name_or_path, reward_funcs=funcs, args=training,
                           train_dataset=train, callbacks=[callback])
     resume = training.resume_from_checkpoint or last_checkpoint(training.output_dir)
-    if resume:
+    if resume and trainer.is_world_process_zero():
         print(f"train_grpo.py: resuming from {resume}", file=sys.stderr, flush=True)
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training.output_dir)

@@ -186,7 +186,7 @@ def beside(target: str, calls: list[tuple]) -> list:
     fn = getattr(importlib.import_module(module), name)
     here, there = calls[: len(calls) // 2], calls[len(calls) // 2:]
     wait = None
-    if there and running():
+    if here and running():  # (one call alone is made here: nothing would run beside it)
         try:
             wait = _HELPER.call(target, tuple(there))
         except HelperGone:
