@@ -238,8 +238,12 @@ def _knapsack_units(p: np.ndarray, n_min: int, width: int, units: int, rng) -> n
     Where the cut is near underflow, or too many gains lie near it, the whole table is computed."""
     B = p.size
     extra = np.arange(width) + n_min  # the n a further rollout is added to
-    if units <= 0 or units > B * width:  # (what _top_units does with them, on the whole table)
+
+    def whole() -> np.ndarray:
         return _top_units(_knapsack_gain(p[:, None], extra[None, :]), units, rng)
+
+    if units <= 0 or units > B * width:  # (what _top_units does with them, on the whole table)
+        return whole()
     q = 1.0 - p
     with np.errstate(divide="ignore", under="ignore"):
         est = p[:, None] * np.exp(extra * np.log(q)[:, None]) + q[:, None] * np.exp(extra * np.log(p)[:, None])
@@ -249,7 +253,7 @@ def _knapsack_units(p: np.ndarray, n_min: int, width: int, units: int, rng) -> n
     near = ~above & (est >= cut * (1.0 - KNAPSACK_MARGIN))
     n_near = int(near.sum())
     if not cut > 1e-280 or n_near > 4 * B + 64:  # subnormal territory, or long runs of ties: every power
-        return _top_units(_knapsack_gain(p[:, None], extra[None, :]), units, rng)
+        return whole()
     rank = _order(B, rng)  # (drawn where _top_units draws it: only for units > 0)
     rows, cols = np.nonzero(near)
     exact = _knapsack_gain(p[rows], extra[cols])

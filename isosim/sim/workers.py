@@ -174,35 +174,46 @@ def running() -> bool:
     return _HELPER is not None and _HELPER.alive()
 
 
+def resolve(target: str) -> Callable:
+    """The function ``"module:function"`` names (imported here, or in the helper)."""
+    import importlib
+
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def share(send: Callable[[], Callable[[], list]], mine: Callable[[], list], theirs: Callable[[], list]) -> list:
+    """``mine()`` here while the helper computes what ``send()`` sent it (``send`` returns the wait for
+    its values), then those values after mine. Where no helper takes the work (``send`` raises
+    :class:`HelperGone`) or it stops before answering, ``theirs()`` computes its share here; Ctrl-C or an
+    error here ends the helper at once (its answer is not wanted any more)."""
+    try:
+        wait = send()
+    except HelperGone:
+        return mine() + theirs()
+    try:
+        got = mine()
+    except BaseException:
+        close(now=True)
+        raise
+    try:
+        return got + list(wait())
+    except HelperGone:
+        return got + theirs()
+
+
 def beside(target: str, calls: list[tuple]) -> list:
     """``function(*args)`` for each ``args`` of ``calls`` (``target``: ``"module:function"``), in order:
     the second half in the helper process when one is running and free (it is already warm from a
     simulation: starting one for this would cost more than it saves), the rest here meanwhile. For
     work whose result does not depend on the process (the same code on the same numbers), like a
     frontier analysis. A helper that is busy, gone or stops leaves its calls to this process."""
-    import importlib
-
-    module, name = target.split(":")
-    fn = getattr(importlib.import_module(module), name)
+    fn = resolve(target)
     here, there = calls[: len(calls) // 2], calls[len(calls) // 2:]
-    wait = None
-    if here and running():  # (one call alone is made here: nothing would run beside it)
-        try:
-            wait = _HELPER.call(target, tuple(there))
-        except HelperGone:
-            wait = None
-    try:
-        mine = [fn(*args) for args in (here if wait is not None else calls)]
-    except BaseException:
-        if wait is not None:  # its answer is not wanted any more
-            close(now=True)
-        raise
-    if wait is None:
-        return mine
-    try:
-        return mine + list(wait())
-    except HelperGone:
-        return mine + [fn(*args) for args in there]
+    if not (here and running()):  # (one call alone is made here: nothing would run beside it)
+        return [fn(*args) for args in calls]
+    return share(lambda: _HELPER.call(target, tuple(there)), lambda: [fn(*args) for args in here],
+                 lambda: [fn(*args) for args in there])
 
 
 def close(now: bool = False, wait: bool = True) -> None:

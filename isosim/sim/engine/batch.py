@@ -239,19 +239,10 @@ def _with_helper(batches: list[list[SimConfig]], device, dtype, threads: int | N
                 shown(rollouts)
 
     theirs_batches = [batches[i] for i in theirs]
-    try:
-        wait = workers.helper()[0].start(theirs_batches, str(device), dtype, threads, progress)
-    except workers.HelperGone:  # no helper: this process steps every batch
-        return run_batches(batches, device, dtype, threads, progress)
-    try:
-        rows = run_batches([batches[i] for i in mine], device, dtype, threads, progress)
-    except BaseException:  # (Ctrl-C, or an error here): the helper's half is not wanted any more
-        workers.close(now=True)
-        raise
-    try:
-        return rows + wait()
-    except workers.HelperGone:  # it stopped before answering: its batches are stepped here
-        return rows + run_batches(theirs_batches, device, dtype, threads, progress)
+    # (without a helper, or after it stopped, this process steps its batches too; simulate sorts the rows)
+    return workers.share(lambda: workers.helper()[0].start(theirs_batches, str(device), dtype, threads, progress),
+                         lambda: run_batches([batches[i] for i in mine], device, dtype, threads, progress),
+                         lambda: run_batches(theirs_batches, device, dtype, threads, progress))
 
 
 # ----------------------------------------------------------------------------------------

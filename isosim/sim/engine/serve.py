@@ -12,7 +12,7 @@ import sys
 import time
 
 from isosim.sim.engine.batch import run_batches
-from isosim.sim.workers import SEND_EVERY_S
+from isosim.sim.workers import SEND_EVERY_S, resolve
 
 
 def _serve() -> None:
@@ -70,8 +70,7 @@ def _warm(modules: tuple[str, ...]) -> None:
 def _call(target: str, calls: tuple, out) -> None:
     """Answer the values of ``module:function`` on each of ``calls``' argument tuples, or an error line."""
     try:
-        module, name = target.split(":")
-        fn = getattr(importlib.import_module(module), name)
+        fn = resolve(target)
         values = [fn(*args) for args in calls]
     except Exception as exc:  # the caller needs one line; the helper keeps serving
         pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
